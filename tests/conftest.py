@@ -1,0 +1,27 @@
+"""Shared fixtures: where the real captures are, and skipping cleanly without them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+SHARED_DATA = SHARED / "data"
+SHARED_SPEC = SHARED / "spec"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data``; tests that need real captures skip when it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real captures not available: {SHARED_DATA} is absent (a fresh clone without ../shared)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def shared_spec() -> Path:
+    if not SHARED_SPEC.is_dir():
+        pytest.skip(f"specs not available: {SHARED_SPEC} is absent")
+    return SHARED_SPEC

@@ -1,0 +1,5 @@
+import sys
+
+from wrtfd.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""The ``wrtfd`` command line: one module per subcommand, registered in :mod:`wrtfd.cli.main`."""

@@ -1,0 +1,96 @@
+"""Entry point of the ``wrtfd`` command.
+
+Each subcommand lives in its own module with ``register(subparsers)``, which adds its parser and
+sets ``func`` (a callable taking the parsed namespace and returning the exit code). Modules keep
+heavy imports (anyio, pydantic, matplotlib, pyarrow) inside ``func`` so that offline tools such as
+``wrtfd validate`` start fast.
+
+Every :class:`~wrtfd.errors.WrtfdError` and :class:`OSError` becomes one line on stderr and exit
+code 2; nothing prints a traceback unless ``WRTFD_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+
+from wrtfd import __version__
+from wrtfd.errors import WrtfdError
+
+__all__ = ["build_parser", "main"]
+
+#: Subcommand modules in help order. A module that is not there (yet) is simply not offered.
+COMMAND_MODULES: tuple[str, ...] = (
+    "wrtfd.cli.run",
+    "wrtfd.cli.config_cmd",
+    "wrtfd.cli.info",
+    "wrtfd.cli.validate",
+    "wrtfd.cli.dump",
+    "wrtfd.cli.write",
+    "wrtfd.cli.repair",
+    "wrtfd.cli.export",
+    "wrtfd.cli.import_cmd",
+    "wrtfd.cli.zddsrec_cmd",
+    "wrtfd.cli.carla_cmd",
+    "wrtfd.cli.track_cmd",
+    "wrtfd.cli.laps",
+    "wrtfd.cli.simulate",
+    "wrtfd.cli.plot",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="wrtfd",
+        description="Record racing telemetry into WRTF files, and inspect, repair and export them.",
+    )
+    parser.add_argument("--version", action="version", version=f"wrtfd {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        if importlib.util.find_spec(name) is None:
+            continue
+        module = importlib.import_module(name)
+        module.register(subparsers)
+    return parser
+
+
+def error_line(message: str) -> None:
+    """Print one error line the way every command does."""
+    sys.stderr.write(f"wrtfd: error: {message}\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(func(args))
+    except WrtfdError as exc:
+        if os.environ.get("WRTFD_DEBUG"):
+            raise
+        error_line(str(exc))
+        return 2
+    except OSError as exc:
+        if os.environ.get("WRTFD_DEBUG"):
+            raise
+        if isinstance(exc, BrokenPipeError):
+            # The reader of our stdout went away (``wrtfd dump f | head``): not an error.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return 0
+        where = f": {exc.filename}" if exc.filename else ""
+        error_line(f"{exc.strerror or exc}{where}")
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Pure decoders: bytes in, values out. No I/O, no clocks, no asyncio, no WRTF knowledge."""

@@ -1,0 +1,1 @@
+"""Sources own the I/O (UDP, serial, TCP) and hand :class:`~wrtfd.decoders.base.Sample` s on."""

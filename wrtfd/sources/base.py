@@ -1,0 +1,91 @@
+"""What every source is and what it reports.
+
+A source runs as one task in the daemon's task group. It opens its socket or device, calls
+``task_status.started()`` once it is ready to receive (the daemon sends ``READY=1`` when all
+sources have), then loops until cancelled: receive, decode, count, and call the ``sink``.
+
+The sink never blocks: it is the recorder's bounded intake. If it is full it raises
+:class:`SinkFull` and the source counts the sample as dropped (``queue_full``); receiving never
+waits on disk.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol
+
+from wrtfd.decoders.base import DropCounter, Sample
+
+__all__ = ["SampleSink", "SinkFull", "Source", "SourceState", "SourceStats"]
+
+
+class SinkFull(Exception):
+    """The recorder's intake is full; the sample was not taken."""
+
+
+#: Non-blocking hand-off to the recorder; raises SinkFull when the intake is full.
+SampleSink = Callable[[Sample], None]
+
+
+class SourceState(str, Enum):
+    STARTING = "starting"
+    LISTENING = "listening"  # bound / open, nothing received yet
+    RECEIVING = "receiving"
+    RECONNECTING = "reconnecting"  # device gone or peer lost; retrying with backoff
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+@dataclass(slots=True)
+class SourceStats:
+    """Live counters of one source, read by status and metrics (single-threaded: no locks)."""
+
+    state: SourceState = SourceState.STARTING
+    state_detail: str = ""
+    received: int = 0  # datagrams / lines / frames seen
+    samples: int = 0  # samples handed to the sink
+    bytes: int = 0
+    dropped: DropCounter = field(default_factory=DropCounter)
+    last_rx_ns: int | None = None
+    restarts: int = 0
+
+    def set_state(self, state: SourceState, detail: str = "") -> None:
+        self.state = state
+        self.state_detail = detail
+
+    def last_sample_age_s(self, now_ns: int | None = None) -> float | None:
+        if self.last_rx_ns is None:
+            return None
+        now = time.monotonic_ns() if now_ns is None else now_ns
+        return (now - self.last_rx_ns) / 1e9
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "state": self.state.value,
+            "detail": self.state_detail,
+            "received": self.received,
+            "samples": self.samples,
+            "bytes": self.bytes,
+            "dropped": self.dropped.as_dict(),
+            "dropped_total": self.dropped.total(),
+            "last_sample_age_s": self.last_sample_age_s(),
+            "restarts": self.restarts,
+        }
+
+
+class Source(Protocol):
+    """One configured input."""
+
+    name: str
+    stats: SourceStats
+
+    async def run(self, sink: SampleSink, *, task_status: Any = ...) -> None:
+        """Open, call ``task_status.started()``, then receive until cancelled.
+
+        Raises :class:`wrtfd.errors.SourceError` when the source cannot go on; the daemon
+        restarts it with backoff.
+        """
+        ...
