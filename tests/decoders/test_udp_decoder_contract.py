@@ -1,0 +1,112 @@
+"""Every UDP game decoder: registered, a valid WRTF definition, values inside it, and
+hostile input (random, truncated, bit-flipped) only ever raises DecodeError with a reason."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.decoders.f1_capture import records
+from wrtfd.decoders.registry import all_protocols, make_decoder
+from wrtfd.errors import DecodeError
+from wrtfd.format.schema import Schema
+
+STRUCT_OPTIONS: dict[str, Any] = {
+    "fields": [{"name": "t", "type": "uint32"}, {"name": "x", "type": "float32", "count": 3}],
+    "magic_hex": "abcd",
+    "magic_offset": 16,
+    "time_field": "t",
+}
+PROTOCOLS: dict[str, dict[str, Any]] = {
+    "forza": {},
+    "f1": {},
+    "outgauge": {},
+    "outsim": {},
+    "outsim2": {"opts": "1ff"},
+    "assetto_corsa": {},
+    "codemasters": {},
+    "struct": STRUCT_OPTIONS,
+}
+REASONS = {"wrong_size", "unknown_format", "unknown_packet_id", "bad_magic", "bad_header"}
+
+
+def test_registry_lists_every_protocol() -> None:
+    found = all_protocols()
+    for name in PROTOCOLS:
+        assert name in found, name
+        assert found[name].transport == "udp"
+    ports = [found[n].default_port for n in PROTOCOLS if found[n].default_port is not None]
+    assert len(ports) == len(set(ports)), "default ports must not collide"
+    assert found["codemasters"].default_port != found["f1"].default_port
+
+
+@pytest.mark.parametrize("name", sorted(PROTOCOLS))
+def test_definition_is_valid_and_documented(name: str) -> None:
+    dec = make_decoder(name, **PROTOCOLS[name])
+    schema = Schema.from_dict(dec.definition)
+    assert schema.frame_dtype.itemsize > 8
+    for field in dec.definition["frame"]["fields"]:
+        assert field.get("description"), f"{name}.{field['name']} has no description"
+
+
+def _corpus(shared_data: Path) -> dict[str, list[bytes]]:
+    forza = (shared_data / "udp" / "forza_fm2023" / "fm2023_dash_331B_x1793.bin").read_bytes()
+    ac = (shared_data / "udp" / "assetto_corsa" / "AssettoCorsa_monza_A8LMS.raw").read_bytes()
+    dirt = (shared_data / "udp" / "dirt_rally" / "DirtRallye.bin.raw").read_bytes()
+    f1 = [raw for year in range(2018, 2026) for _n, raw, _p in records(shared_data, year)]
+    return {
+        "forza": [forza[i : i + 331] for i in range(0, 331 * 50, 331)],
+        "f1": f1,
+        "assetto_corsa": [ac[i : i + 328] for i in range(0, 328 * 50, 328)],
+        "codemasters": [dirt[i : i + 264] for i in range(0, 264 * 50, 264)],
+        "outgauge": [bytes(92), bytes(96)],
+        "outsim": [bytes(64), bytes(68)],
+        "outsim2": [b"LFST" + bytes(276)],
+        "struct": [bytes(16) + b"\xab\xcd"],
+    }
+
+
+@pytest.mark.parametrize("name", sorted(PROTOCOLS))
+def test_values_are_schema_fields_and_mutations_only_raise_decode_error(shared_data: Path, name: str) -> None:
+    dec = make_decoder(name, **PROTOCOLS[name])
+    fields = {f["name"] for f in dec.definition["frame"]["fields"]}
+    rng = random.Random(1234)
+    good = _corpus(shared_data)[name]
+    decoded = dropped = 0
+    for packet in good:
+        out = dec.decode(packet)
+        if out is not None:
+            assert set(out.values) <= fields
+        mutants = [packet[:cut] for cut in range(0, len(packet), max(1, len(packet) // 40))]
+        for _ in range(20):
+            flipped = bytearray(packet)
+            for _ in range(rng.randint(1, 8)):
+                flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
+            mutants.append(bytes(flipped))
+        mutants.append(packet + b"\x00")
+        for data in mutants:
+            try:
+                result = dec.decode(data)
+            except DecodeError as e:
+                assert e.reason in REASONS, e.reason
+                dropped += 1
+            else:
+                decoded += 1
+                if result is not None:
+                    assert set(result.values) <= fields
+    assert dropped > 0 and decoded > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.sampled_from(sorted(PROTOCOLS)), data=st.binary(max_size=2048))
+def test_random_datagrams_only_raise_decode_error(name: str, data: bytes) -> None:
+    dec = make_decoder(name, **PROTOCOLS[name])
+    try:
+        dec.decode(data)
+    except DecodeError as e:
+        assert e.reason in REASONS

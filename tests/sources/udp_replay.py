@@ -1,0 +1,78 @@
+"""Helpers of the loopback record tests: paced UDP replay, recording, frame comparison."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+
+from wrtfd.decoders.base import Sample
+from wrtfd.format import Reader
+from wrtfd.recorder import RecorderPolicy, SourceSpec, replay
+
+START_US = 1_700_000_000_000_000
+
+
+async def send_paced(
+    datagrams: Sequence[bytes], address: tuple[str, int], pace_hz: float, per_tick: int = 1
+) -> None:
+    """Send ``per_tick`` datagrams every 1/pace_hz s on an absolute schedule (no drift)."""
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        t0 = time.monotonic()
+        for i in range(0, len(datagrams), per_tick):
+            delay = t0 + (i // per_tick) / pace_hz - time.monotonic()
+            if delay > 0:
+                await anyio.sleep(delay)
+            for d in datagrams[i : i + per_tick]:
+                tx.sendto(d, address)
+    finally:
+        tx.close()
+
+
+def record(
+    samples: Sequence[Sample],
+    name: str,
+    definition: dict[str, Any],
+    out_dir: Path,
+    rate_hz: int,
+    *,
+    use_source_clock: bool,
+) -> list[Path]:
+    policy = RecorderPolicy(output_dir=out_dir, rate_hz=rate_hz)
+    spec = SourceSpec(name, definition, use_source_clock=use_source_clock)
+    return replay(samples, [spec], policy, start_timestamp_us=START_US)
+
+
+def text(field: np.ndarray) -> str:
+    return bytes(field).split(b"\x00", 1)[0].decode("utf-8")
+
+
+def assert_frames_match(frames: np.ndarray, name: str, samples: Sequence[Sample]) -> int:
+    """Frame i holds sample i's values (as the field's dtype stores them); returns values compared."""
+    assert len(frames) == len(samples)
+    block = frames[name]
+    compared = 0
+    for i, sample in enumerate(samples):
+        row = block[i]
+        for key, value in sample.values.items():
+            got = row[key]
+            if isinstance(value, str):
+                assert text(got) == value, (i, key)
+            else:
+                np.testing.assert_array_equal(
+                    got, np.asarray(value).astype(got.dtype), err_msg=f"frame {i} {key}"
+                )
+            compared += 1
+    return compared
+
+
+def read_single_session(path: Path) -> tuple[np.ndarray, Any]:
+    with Reader(path) as r:
+        assert len(r.sessions) == 1
+        return np.array(r.frames(0)), r.sessions[0]

@@ -1,0 +1,85 @@
+"""The recorder plug-in on frame rows laid out like the recorder's (source struct + plug-in struct)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wrtfd.errors import ConfigError
+from wrtfd.simulate import Simulation
+from wrtfd.tracks import LanePath, load_track, timing_sectors
+from wrtfd.tracks.lapchannels import LAP_FIELDS, POSITION_FIELDS, lap_channels_for
+
+SHIPPED = Path(__file__).resolve().parents[2] / "config" / "tracks"
+_NP = {"uint16": "<u2", "uint8": "u1", "float32": "<f4", "int16": "<i2"}
+
+
+def frame_dtype(source: str, fields: list[tuple[str, str]]) -> np.dtype:
+    laps = [(f["name"], _NP[f["type"]]) for f in LAP_FIELDS]
+    return np.dtype([("tick", "<u8"), (source, fields), ("laps", laps)])
+
+
+def test_forza_rows_give_the_simulators_laps() -> None:
+    track = load_track(SHIPPED / "oval.trk")
+    path = LanePath(track)
+    sim = Simulation(path, laps=3, rate_hz=60.0, seed=2, sectors_m=timing_sectors(track, path))
+    states = list(sim.states())
+    dt = frame_dtype("car", [("is_race_on", "?"), ("position_x", "<f4"), ("position_z", "<f4")])
+    rows = np.zeros(len(states), dt)
+    for i, s in enumerate(states):
+        rows[i]["tick"] = i
+        rows[i]["car"] = (s.racing, s.x, s.z) if s.racing else (False, 0.0, 0.0)
+    plug = lap_channels_for(track, source="car", protocol="forza")
+    assert plug.name == "laps" and [f["name"] for f in plug.definition["fields"]][:4] == [
+        "lap_number",
+        "lap_distance",
+        "sector",
+        "lap_time",
+    ]
+    plug.start_session()
+    for i in range(len(rows)):
+        plug.compute(rows[i], i / 60.0)
+    laps = rows["laps"]
+    assert laps["lap_number"][0] == 0 and laps["lap_number"].max() == 4
+    assert set(np.unique(laps["sector"])) == {0, 1, 2}
+    assert (laps["track_sector"][[s.racing for s in states]] >= 0).all()  # always on the track while driving
+    summary = plug.summary()
+    assert summary["lap_count"] == 3
+    best = min(sim.laps, key=lambda lap: lap.time_s)
+    assert summary["best_lap_ms"] == pytest.approx(best.time_s * 1000, abs=1.0)
+    assert summary["best_lap_number"] == best.number
+    # positions at tick times: lap distances match the simulator's
+    racing = [i for i, s in enumerate(states) if s.racing and s.progress_m > 0]
+    for i in racing[::50]:
+        assert float(laps["lap_distance"][i]) == pytest.approx(states[i].progress_m % path.length_m, abs=1e-2)
+    # a new session forgets the laps
+    plug.start_session()
+    assert plug.summary()["lap_count"] == 0
+
+
+def test_outsim_axes_and_stale_rows_are_held() -> None:
+    track = load_track(SHIPPED / "kart.trk")
+    path = LanePath(track)
+    dt = frame_dtype("lfs", [("pos_x", "<f8"), ("pos_y", "<f8")])
+    rows = np.zeros(4, dt)
+    x, _, z = path.point_at(30.0)
+    rows[0]["lfs"] = (x, -z)  # LFS Y is forward = -track z
+    rows[1]["lfs"] = (np.nan, np.nan)  # stale source
+    x2, _, z2 = path.point_at(35.0)
+    rows[2]["lfs"] = (x2, -z2)
+    plug = lap_channels_for(track, source="lfs", protocol="outsim")
+    for i in range(3):
+        plug.compute(rows[i], i * 0.1)
+    assert rows["laps"]["lap_distance"].tolist()[:3] == pytest.approx([30.0, 30.0, 35.0], abs=1e-3)
+    assert rows["laps"]["track_sector"][0] >= 0
+
+
+def test_unknown_protocol_needs_fields() -> None:
+    track = load_track(SHIPPED / "kart.trk")
+    with pytest.raises(ConfigError, match="no known position fields"):
+        lap_channels_for(track, source="gps", protocol="nmea")
+    plug = lap_channels_for(track, source="gps", protocol="nmea", x_field="east_m", z_field="south_m")
+    assert plug.position.x == "east_m" and plug.position.active is None
+    assert set(POSITION_FIELDS) >= {"forza", "f1", "outsim"}

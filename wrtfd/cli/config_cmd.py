@@ -1,0 +1,63 @@
+"""``wrtfd config check FILE`` and ``wrtfd config show [--config FILE]``.
+
+``check`` validates a config exactly as ``wrtfd run`` would at start (schema, key paths,
+protocols) without opening any socket or file. ``show`` prints the effective config, defaults
+filled in, as TOML: the file you would write to get the same behaviour.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "config",
+        help="validate a daemon config, or show the effective one",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    check = sub.add_parser("check", help="validate FILE without running")
+    check.add_argument("file", type=Path, help="TOML config file")
+    check.set_defaults(func=_check)
+    show = sub.add_parser("show", help="print the effective config with defaults, as TOML")
+    show.add_argument("--config", type=Path, help="config file (default: as `wrtfd run` would choose)")
+    show.set_defaults(func=_show)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from wrtfd.daemon.config import load_config
+    from wrtfd.daemon.wiring import check_buildable
+
+    loaded = load_config(args.file)
+    check_buildable(loaded)
+    names = ", ".join(f"{s.source_name} ({s.kind}/{s.protocol})" for s in loaded.config.sources)
+    sys.stdout.write(f"{loaded.origin}: ok: {len(loaded.config.sources)} source(s): {names}\n")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from wrtfd.daemon.config import load_effective_config
+    from wrtfd.daemon.toml_out import dumps
+
+    loaded = load_effective_config(args.config)
+    data = loaded.config.model_dump(mode="json")
+    data["recorder"]["output_dir"] = str(loaded.output_dir())
+    ordered = []
+    for src, cfg in zip(data["sources"], loaded.config.sources, strict=True):
+        src["name"] = cfg.source_name
+        path = loaded.definition_path(cfg)
+        if path is not None:
+            src["definition"] = str(path)
+        head = {k: src.pop(k) for k in ("kind", "name", "protocol")}
+        ordered.append({**head, **src})
+    data["sources"] = ordered
+    sys.stdout.write(f"# effective wrtfd config (from: {loaded.origin})\n")
+    sys.stdout.write(dumps(data))
+    return 0

@@ -1,0 +1,138 @@
+"""``wrtfd info FILE [--json] [--schema DEF]``: what is in a WRTF file.
+
+Header, metadata, and per session: offset, frames, first/last tick, dropped ticks (N10),
+duration, and the session footer order found (N2); whether the file is complete (N11).
+This module also holds the small helpers the other file commands share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_schema_option", "info_dict", "load_schema", "register"]
+
+
+def add_schema_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--schema",
+        type=Path,
+        metavar="DEF",
+        help="definition (YAML) for files without an embedded 'wrtf.schema' (overrides it when given)",
+    )
+
+
+def load_schema(args: argparse.Namespace) -> Any:
+    from wrtfd.format import Schema
+
+    return Schema.load(args.schema) if getattr(args, "schema", None) else None
+
+
+def _iso(us: int) -> str:
+    try:
+        return dt.datetime.fromtimestamp(us / 1e6, tz=dt.UTC).isoformat(timespec="milliseconds")
+    except (OverflowError, OSError, ValueError):
+        return "out of range"
+
+
+def info_dict(reader: Any) -> dict[str, Any]:
+    from wrtfd.format.jsonio import JsonCodec
+
+    codec = JsonCodec(reader.schema)
+    sessions = []
+    for s in reader.sessions:
+        sessions.append(
+            {
+                "index": s.index,
+                "offset": s.offset,
+                "footer_offset": s.footer_offset,
+                "frames": s.frame_count,
+                "first_tick": s.first_tick,
+                "last_tick": s.last_tick,
+                "dropped_ticks": s.dropped_ticks,
+                "duration_s": s.duration_us(reader.rate_hz) / 1e6,
+                "start_time_us": s.time_base_us,
+                "footer_order": s.footer_order,
+                "complete": s.complete,
+                "torn_bytes": s.torn_bytes,
+                "header": codec.header_to_json(s.header.item()),
+                "footer": None
+                if s.footer is None or codec.footer_to_json is None
+                else codec.footer_to_json(s.footer.item()),
+            }
+        )
+    meta = {
+        k: (v if k != "wrtf.schema" else f"<definition, {len(v.encode())} bytes>")
+        for k, v in reader.metadata.items()
+    }
+    return {
+        "file": str(reader.path),
+        "size": reader.size,
+        "complete": reader.complete,
+        "problem": None if reader.footer_error is None else str(reader.footer_error),
+        "version": reader.header.version,
+        "rate_hz": reader.rate_hz,
+        "start_timestamp_us": reader.start_timestamp_us,
+        "start_time": _iso(reader.start_timestamp_us),
+        "definition": reader.schema_source,
+        "frame_size": reader.schema.frame_size,
+        "header_size": reader.schema.header_size,
+        "footer_size": reader.schema.footer_size,
+        "metadata": meta,
+        "frames": reader.total_frames,
+        "sessions": sessions,
+    }
+
+
+def _text(d: dict[str, Any]) -> str:
+    state = (
+        "complete" if d["complete"] else "INCOMPLETE (no valid document footer; readable, run 'wrtfd repair')"
+    )
+    lines = [
+        f"file:       {d['file']} ({d['size']} bytes), {state}",
+        f"rate:       {d['rate_hz']} Hz",
+        f"start:      {d['start_time']} ({d['start_timestamp_us']} us)",
+        f"layout:     frame {d['frame_size']} B, session header {d['header_size']} B, "
+        f"footer {d['footer_size']} B ({d['definition']} definition)",
+        f"frames:     {d['frames']} in {len(d['sessions'])} session(s)",
+        "metadata:",
+    ]
+    lines += [f"  {k}: {v}" for k, v in d["metadata"].items()] or ["  (none)"]
+    for s in d["sessions"]:
+        ticks = "-" if s["first_tick"] is None else f"{s['first_tick']}..{s['last_tick']}"
+        footer = s["footer_order"] or ("none" if not s["complete"] else "mismatch")
+        lines.append(
+            f"session {s['index']}: offset {s['offset']}, {s['frames']} frames, ticks {ticks}, "
+            f"dropped {s['dropped_ticks']}, duration {s['duration_s']:.3f} s, footer order {footer}"
+            + (f", torn {s['torn_bytes']} bytes" if s["torn_bytes"] else "")
+        )
+    return "\n".join(lines) + "\n"
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "info",
+        help="show header, metadata and sessions of a WRTF file",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("file", type=Path, help="WRTF file")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_schema_option(p)
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from wrtfd.format import Reader
+
+    with Reader(args.file, load_schema(args)) as r:
+        d = info_dict(r)
+    if args.json:
+        sys.stdout.write(json.dumps(d, ensure_ascii=False, indent=2, allow_nan=True) + "\n")
+    else:
+        sys.stdout.write(_text(d))
+    return 0

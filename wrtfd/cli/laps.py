@@ -1,0 +1,115 @@
+"""``wrtfd laps FILE [--track T]``: a table of laps and sector times from a recording.
+
+With ``--track`` the laps are re-detected from the recorded positions (any source with position
+channels: Forza, F1, LFS OutSim, DiRT/Codemasters), which is how to fix a session recorded with
+the wrong track or none. Without it, the lap channels the recorder added live (``laps.*``) are
+read back. Only completed laps are listed; the out-lap and the unfinished last lap are not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["format_lap_time", "register"]
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "laps",
+        help="lap and sector times of a recording",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("file", type=Path, help="WRTF recording")
+    p.add_argument("--track", type=Path, help="track file: re-detect laps from the positions")
+    p.add_argument("--source", help="source whose positions to use (default: the first with positions)")
+    p.add_argument("--lane", type=int, default=0, help="track lane to measure along (default 0)")
+    p.add_argument("--session", type=int, help="only this session (default: all)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=_run)
+
+
+def format_lap_time(seconds: float) -> str:
+    """``1:23.456`` from 83.456 s; ``42.100`` under a minute."""
+    ms = round(seconds * 1000)
+    minutes, rest = divmod(ms, 60_000)
+    return f"{minutes}:{rest / 1000:06.3f}" if minutes else f"{rest / 1000:.3f}"
+
+
+def _from_channels(frames: Any, times_s: Any) -> list[dict[str, Any]]:
+    """Laps from the live ``laps`` channels: crossing time = frame time - lap time at a lap's first frame."""
+    import numpy as np
+
+    if frames.dtype.names is None or "laps" not in frames.dtype.names:
+        from wrtfd.errors import TrackError
+
+        raise TrackError("this recording has no lap channels; give --track to detect laps from positions")
+    lap_no = np.asarray(frames["laps"]["lap_number"], dtype=np.int64)
+    lap_t = np.asarray(frames["laps"]["lap_time"], dtype=np.float64)
+    starts = np.flatnonzero(np.diff(lap_no) > 0) + 1
+    crossings = [(int(lap_no[i]), float(times_s[i] - lap_t[i])) for i in starts]
+    out = []
+    for (num, t0), (nxt, t1) in itertools.pairwise(crossings):
+        if nxt == num + 1 and num >= 1:
+            out.append({"lap": num, "time_s": t1 - t0, "sectors_s": []})
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    from wrtfd.format import Reader
+    from wrtfd.tracks import load_track
+    from wrtfd.tracks.analysis import analyse_frames
+
+    track = load_track(args.track) if args.track else None
+    result: list[dict[str, Any]] = []
+    with Reader(args.file) as r:
+        indices = range(len(r.sessions)) if args.session is None else [args.session]
+        for i in indices:
+            frames = r.frames(i)
+            times = (r.frame_times_us(i) - r.sessions[i].time_base_us) / 1e6
+            if track is not None:
+                found = analyse_frames(frames, times, track, source=args.source, lane=args.lane)
+                laps: list[dict[str, Any]] = [
+                    {"lap": lap.number, "time_s": lap.time_s, "sectors_s": list(lap.sector_times_s)}
+                    for lap in found.laps
+                ]
+            else:
+                laps = _from_channels(frames, times)
+            best = min(laps, key=lambda lap: float(lap["time_s"])) if laps else None
+            result.append(
+                {
+                    "session": i,
+                    "frames": len(frames),
+                    "laps": laps,
+                    "best_lap": best["lap"] if best else None,
+                    "best_lap_s": best["time_s"] if best else None,
+                }
+            )
+    if args.json:
+        sys.stdout.write(
+            json.dumps(
+                {"file": str(args.file), "track": track.name if track else None, "sessions": result}, indent=2
+            )
+            + "\n"
+        )
+        return 0
+    out = sys.stdout
+    for sess in result:
+        laps = sess["laps"]
+        out.write(f"session {sess['session']}: {len(laps)} complete lap(s)\n")
+        if not laps:
+            continue
+        nsec = max(len(lap["sectors_s"]) for lap in laps)
+        head = "  lap      time" + "".join(f"  {'S' + str(k + 1):>9}" for k in range(nsec))
+        out.write(head + "\n")
+        for lap in laps:
+            mark = " *" if lap["lap"] == sess["best_lap"] else ""
+            secs = "".join(f"  {format_lap_time(s):>9}" for s in lap["sectors_s"])
+            out.write(f"  {lap['lap']:>3}  {format_lap_time(lap['time_s']):>8}{secs}{mark}\n")
+        out.write(f"  best: lap {sess['best_lap']} {format_lap_time(sess['best_lap_s'])}\n")
+    return 0

@@ -1,0 +1,51 @@
+"""``wrtfd plot FILE [--track T] -o out.png``: lap plots of a recording.
+
+Speed, throttle/brake and gear against lap distance, one line per complete lap, and a track map
+coloured by speed. Laps come from ``--track`` (re-detected from positions) or from the lap
+channels recorded live. Needs matplotlib: ``pip install wrtfd[plot]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "plot",
+        help="plot laps of a recording (needs wrtfd[plot])",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("file", type=Path, help="WRTF recording")
+    p.add_argument("--track", type=Path, help="track file: detect laps from positions and draw the map")
+    p.add_argument("--source", help="source to plot (default: the first with positions)")
+    p.add_argument("--session", type=int, default=0, help="session index (default 0)")
+    p.add_argument("-o", "--output", type=Path, required=True, help="PNG file to write")
+    p.add_argument("--width", type=int, default=1600, help="image width in pixels (default 1600)")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from wrtfd.tracks.render import require_matplotlib
+
+    require_matplotlib()  # fail first, with the one-line hint, before reading anything
+    from wrtfd.format import Reader
+    from wrtfd.plot import plot_session
+    from wrtfd.tracks import load_track
+
+    track = load_track(args.track) if args.track else None
+    with Reader(args.file) as r:
+        frames = r.frames(args.session)
+        times = (r.frame_times_us(args.session) - r.sessions[args.session].time_base_us) / 1e6
+        title = f"{args.file.name} session {args.session}" + (f" - {track.name}" if track else "")
+        plot_session(
+            frames, times, args.output, track=track, source=args.source, title=title, width_px=args.width
+        )
+    sys.stdout.write(f"wrote {args.output}\n")
+    return 0

@@ -1,0 +1,38 @@
+"""``wrtfd repair FILE [-o OUT] [--schema DEF]``: finalize an incomplete WRTF file (N11).
+
+Keeps every complete frame, drops a torn last record, writes the missing session footer(s) and
+the document footer. In place by default; ``-o OUT`` leaves FILE untouched. Reports what it did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from wrtfd.cli.info import add_schema_option, load_schema
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "repair",
+        help="finalize a WRTF file a crash left incomplete",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("file", type=Path, help="WRTF file")
+    p.add_argument("-o", "--output", type=Path, metavar="OUT", help="write the repaired file here instead")
+    add_schema_option(p)
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from wrtfd.format import repair_file
+
+    report = repair_file(args.file, args.output, load_schema(args))
+    for line in report.lines():
+        sys.stdout.write(line + "\n")
+    return 0

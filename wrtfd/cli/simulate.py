@@ -1,0 +1,142 @@
+"""``wrtfd simulate``: drive a simulated car round a track and send a game's UDP telemetry.
+
+The car follows one lane of the track (speed limited by grip in the arcs, braking before them,
+six gears); the packets are the game's real format at its rate. ``--speed-scale 10`` sends ten
+simulated seconds per real second; the packets' own clocks carry simulated time. At the end the
+simulator's lap times are printed (stderr, or JSON on stdout with ``--json``): they are the
+reference the recorder's lap detection is checked against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+PROTOCOLS = ("forza", "f1", "outgauge", "outsim")
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "simulate",
+        help="send simulated game telemetry (no game needed)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--protocol", required=True, choices=PROTOCOLS, help="game packet format to send")
+    p.add_argument("--track", type=Path, required=True, help="track file (format 2.0)")
+    p.add_argument("--to", required=True, metavar="HOST:PORT", help="where to send the datagrams")
+    p.add_argument("--laps", type=int, default=3, help="timed laps to drive (default 3)")
+    p.add_argument("--rate", type=float, help="packets per simulated second (default: the game's, 60)")
+    p.add_argument(
+        "--speed-scale", type=float, default=1.0, help="simulated seconds per real second (default 1)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0): same seed, same run")
+    p.add_argument("--lane", type=int, default=0, help="lane to drive (default 0)")
+    p.add_argument(
+        "--forza-format",
+        choices=("sled", "fm7", "horizon", "fm2023"),
+        default="fm2023",
+        help="forza packet variant (default fm2023, 331 bytes)",
+    )
+    p.add_argument("--f1-format", type=int, choices=(2024, 2025), default=2024, help="f1 packetFormat")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import socket
+
+    from wrtfd.errors import WrtfdError
+    from wrtfd.simulate import Simulation, TrackInfo, make_encoder, parse_address, send_session
+    from wrtfd.tracks import LanePath, load_track, timing_sectors
+
+    if args.laps < 1 or args.laps > 1000:
+        raise WrtfdError(f"--laps must be 1..1000, got {args.laps}")
+    if args.speed_scale <= 0:
+        raise WrtfdError(f"--speed-scale must be positive, got {args.speed_scale}")
+    if args.rate is not None and not (1 <= args.rate <= 1000):
+        raise WrtfdError(f"--rate must be 1..1000 Hz, got {args.rate}")
+    try:
+        host, port = parse_address(args.to)
+    except ValueError as exc:
+        raise WrtfdError(f"--to: {exc}") from None
+    track = load_track(args.track)
+    path = LanePath(track, args.lane)
+    sectors = timing_sectors(track, path)
+    info = TrackInfo(track.name, path.length_m, sectors, args.laps)
+    encoder = make_encoder(
+        args.protocol, info, seed=args.seed, forza_format=args.forza_format, f1_format=args.f1_format
+    )
+    rate = args.rate or encoder.rate_hz
+    sim = Simulation(path, laps=args.laps, rate_hz=rate, seed=args.seed, sectors_m=sectors)
+    tty = sys.stderr.isatty()
+    last_lap = [0]
+
+    def on_tick(state: Any) -> None:
+        if sim.laps and len(sim.laps) != last_lap[0]:
+            last_lap[0] = len(sim.laps)
+            lap = sim.laps[-1]
+            sys.stderr.write(f"lap {lap.number}: {lap.time_s:.3f} s\n")
+        elif tty and state.racing and int(state.t_s * rate) % int(rate) == 0:
+            sys.stderr.write(
+                f"\rt={state.t_s:7.1f} s lap {state.lap} {state.lap_distance_m:7.1f} m"
+                f" {state.speed_mps * 3.6:5.0f} km/h gear {state.gear}\r"
+            )
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        addr = socket.getaddrinfo(host, port, family, socket.SOCK_DGRAM)[0][4]
+    except socket.gaierror as exc:
+        raise WrtfdError(f"--to: cannot resolve {host!r}: {exc}") from None
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        stats = send_session(
+            sim.states(),
+            encoder,
+            sock,
+            (str(addr[0]), int(addr[1])),
+            rate_hz=rate,
+            speed_scale=args.speed_scale,
+            on_tick=on_tick,
+        )
+    best = min((lap.time_s for lap in sim.laps), default=None)
+    summary = {
+        "protocol": args.protocol,
+        "track": track.name,
+        "track_file": str(args.track),
+        "lane": args.lane,
+        "lap_length_m": path.length_m,
+        "rate_hz": rate,
+        "speed_scale": args.speed_scale,
+        "seed": args.seed,
+        "laps": [
+            {
+                "lap": lap.number,
+                "start_s": lap.start_s,
+                "end_s": lap.end_s,
+                "time_s": lap.time_s,
+                "sectors_s": list(lap.sector_times_s),
+            }
+            for lap in sim.laps
+        ],
+        "best_lap_s": best,
+        "ticks": stats.ticks,
+        "datagrams": stats.datagrams,
+        "bytes": stats.bytes,
+        "late_ticks": stats.late_ticks,
+        "send_errors": stats.send_errors,
+    }
+    if args.json:
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    else:
+        sys.stderr.write(
+            f"sent {stats.datagrams} datagrams ({stats.bytes} bytes) to {host}:{port};"
+            f" {len(sim.laps)} laps, best {best:.3f} s\n"
+            if best is not None
+            else f"sent {stats.datagrams} datagrams to {host}:{port}\n"
+        )
+    return 0

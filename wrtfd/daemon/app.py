@@ -1,0 +1,293 @@
+"""``wrtfd run``: one anyio task group of sources, the recorder, the status server and signals.
+
+Order of life:
+
+1. config validated and every decoder, definition and source built (:mod:`wiring`) before
+   anything touches the disk or the network: a bad config exits 2 and creates nothing;
+2. the recorder's live driver starts, then every source under its supervisor (a failing source is
+   restarted with backoff, never takes the others down), then the status server;
+3. ``READY=1`` once every source is bound (or has reported its failure), then the heartbeat:
+   ``WATCHDOG=1`` only while the loop turns *and* the recorder is not stuck, ``STATUS=`` summary;
+4. SIGHUP ends the current sessions and starts new ones; SIGTERM/SIGINT: ``STOPPING=1``, sources
+   stop, the recorder finalizes every session and file within ``shutdown_timeout_s``; a second
+   SIGINT exits at once (the files on disk stay recoverable by ``wrtfd repair``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+
+from wrtfd import __version__
+from wrtfd.daemon.config import LoadedConfig, SourceConfig
+from wrtfd.daemon.notify import Notifier, watchdog_interval_s
+from wrtfd.daemon.rates import RateMeter
+from wrtfd.daemon.status import UP_STATES, StatusServer, health_problems
+from wrtfd.daemon.supervise import Backoff, supervise
+from wrtfd.decoders.base import Sample
+from wrtfd.sources.base import SampleSink, Source
+
+__all__ = ["Daemon", "LiveRecorder", "SourceHandle"]
+
+log = logging.getLogger("wrtfd")
+
+#: Exit codes: 0 clean stop, 1 failure at run time, 2 bad config (raised before we get here).
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_INTERRUPTED = 130
+
+DISK_REFRESH_S = 5.0
+STATUS_NOTIFY_S = 2.0
+
+
+class LiveRecorder(Protocol):
+    """What the daemon uses of :class:`wrtfd.recorder.LiveRecorder`."""
+
+    def sink(self, sample: Sample) -> None:
+        """Non-blocking intake; raises SinkFull when full."""
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = ...) -> None: ...
+
+    def request_new_session(self) -> None: ...
+
+    async def stop(self) -> None:
+        """Finalize every open session and file."""
+
+    def stats_snapshot(self) -> dict[str, Any]:
+        """Counters; ``state`` is ok | stalled | failing | stopped, ``write_pending_s`` the stall."""
+
+
+@dataclass(slots=True)
+class SourceHandle:
+    """One configured source with what the daemon keeps about it."""
+
+    config: SourceConfig
+    source: Source
+    sink: SampleSink
+    address: str
+    backoff: Backoff
+    rate: RateMeter = field(default_factory=RateMeter)
+    ready: bool = False
+    logged_drops: dict[str, int] = field(default_factory=dict)
+
+
+class Daemon:
+    """The running daemon; :meth:`main` is the whole life after preparation."""
+
+    def __init__(
+        self,
+        loaded: LoadedConfig,
+        handles: list[SourceHandle],
+        recorder: LiveRecorder,
+        output_dir: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.loaded = loaded
+        self.config = loaded.config
+        self.handles = handles
+        self.recorder = recorder
+        self.output_dir = output_dir
+        self.env = os.environ if env is None else env
+        self.notifier = Notifier(self.env)
+        self.watchdog_s = watchdog_interval_s(self.env)
+        self.started_s = time.monotonic()
+        self.disk: dict[str, Any] = {"path": str(output_dir)}
+        self.status_server: StatusServer | None = None
+        self.shutdown = anyio.Event()
+        self.signals_seen: dict[str, int] = {}
+        self.watchdog_sent = 0
+        self.exit_code = EXIT_OK
+
+    # --- snapshot for /status, /metrics, /healthz and STATUS= --------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        sources: dict[str, Any] = {}
+        for h in self.handles:
+            snap = h.source.stats.snapshot()
+            snap.update(
+                kind=h.config.kind,
+                protocol=h.config.protocol,
+                address=h.address,
+                required=h.config.required,
+                silent_after_s=h.config.silent_after_s,
+                rate_hz=round(h.rate.rate, 2),
+            )
+            sources[h.source.name] = snap
+        rec = dict(self.recorder.stats_snapshot())
+        rec["current_file"] = rec.get("file")
+        snap_all: dict[str, Any] = {
+            "version": __version__,
+            "pid": os.getpid(),
+            "config": self.loaded.origin,
+            "uptime_s": round(time.monotonic() - self.started_s, 3),
+            "sources": sources,
+            "recorder": rec,
+            "disk": dict(self.disk),
+        }
+        problems = health_problems(snap_all)
+        snap_all["healthy"] = not problems
+        snap_all["problems"] = problems
+        return snap_all
+
+    def status_line(self, snap: Mapping[str, Any] | None = None) -> str:
+        s = self.snapshot() if snap is None else snap
+        up = sum(1 for src in s["sources"].values() if src["state"] in UP_STATES)
+        rec = s["recorder"]
+        current = rec.get("current_file")
+        where = f"file {Path(current).name}" if current else "no file open"
+        fps = float(rec.get("frame_rate_hz") or 0.0)
+        text = f"{up}/{len(s['sources'])} sources up, {fps:.0f} frames/s, {where}"
+        if rec.get("state") != "ok":
+            text += f", recorder {rec['state']}"
+        return text
+
+    # --- tasks ---------------------------------------------------------------------------------
+
+    async def _signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as received:
+            async for signum in received:
+                name = signal.Signals(signum).name
+                self.signals_seen[name] = self.signals_seen.get(name, 0) + 1
+                if signum == signal.SIGHUP:
+                    log.info("SIGHUP: ending the current sessions and starting new ones")
+                    self.recorder.request_new_session()
+                elif self.shutdown.is_set():
+                    if signum == signal.SIGINT:
+                        log.warning("second SIGINT: exiting now; files on disk are recoverable (wrtfd repair)")
+                        logging.shutdown()
+                        os._exit(EXIT_INTERRUPTED)
+                else:
+                    log.info("%s: stopping", name)
+                    self.shutdown.set()
+
+    def _refresh_disk(self) -> None:
+        try:
+            usage = shutil.disk_usage(self.output_dir)
+        except OSError as exc:
+            self.disk = {"path": str(self.output_dir), "error": exc.strerror or str(exc)}
+            return
+        self.disk = {
+            "path": str(self.output_dir),
+            "free_bytes": usage.free,
+            "total_bytes": usage.total,
+            "min_free_bytes": int(self.config.status.min_free_mb * (1 << 20)),
+        }
+
+    def _log_drops(self) -> None:
+        for h in self.handles:
+            current = h.source.stats.dropped.as_dict()
+            new = {k: v - h.logged_drops.get(k, 0) for k, v in current.items() if v > h.logged_drops.get(k, 0)}
+            if not new:
+                continue
+            h.logged_drops = current
+            detail = ", ".join(f"{k}={v}" for k, v in sorted(new.items()))
+            log.warning("source %s dropped %d input(s): %s", h.source.name, sum(new.values()), detail,
+                        extra={"rate_key": f"drops:{h.source.name}"})
+
+    async def _heartbeat(self) -> None:
+        """The only sender of WATCHDOG=1: it runs only if the loop runs, and checks the recorder."""
+        beat_s = 1.0 if self.watchdog_s is None else min(1.0, self.watchdog_s / 4)
+        last_disk = last_status = -1e9
+        was_stuck = False
+        while True:
+            now = time.monotonic()
+            for h in self.handles:
+                h.rate.update(h.source.stats.samples, now)
+            if now - last_disk >= DISK_REFRESH_S:
+                last_disk = now
+                await anyio.to_thread.run_sync(self._refresh_disk)
+            self._log_drops()
+            snap = self.snapshot()
+            # Stalled (a write pending too long) is what the watchdog is for: systemd restarts us.
+            # A failing disk (ENOSPC) is not a wedge: the recorder retries, /healthz reports it.
+            stuck = snap["recorder"]["state"] == "stalled"
+            if stuck != was_stuck:
+                was_stuck = stuck
+                if stuck:
+                    log.error("recorder %s: %s; withholding the watchdog", snap["recorder"]["state"],
+                              snap["recorder"]["error"])
+                else:
+                    log.info("recorder is writing again")
+            if self.watchdog_s is not None and not stuck:
+                self.notifier.watchdog()
+                self.watchdog_sent += 1
+            if now - last_status >= STATUS_NOTIFY_S:
+                last_status = now
+                self.notifier.status(self.status_line(snap))
+            await anyio.sleep(beat_s)
+
+    async def _wait_sources_ready(self) -> None:
+        with anyio.move_on_after(30):
+            while not all(h.ready for h in self.handles):
+                await anyio.sleep(0.01)
+
+    async def main(self) -> int:
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self._refresh_disk()
+        log.info("wrtfd %s starting: config %s, recording into %s", __version__, self.loaded.origin, self.output_dir)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._signals)
+            await tg.start(self.recorder.run)
+            async with anyio.create_task_group() as sources_tg:
+                for h in self.handles:
+                    sources_tg.start_soon(self._supervise, h)
+                await self._wait_sources_ready()
+                if self.config.status.enabled:
+                    st = self.config.status
+                    self.status_server = StatusServer(st.host, st.port, self.snapshot)
+                    await tg.start(self.status_server.serve)
+                    log.info("status on http://%s:%d/status", st.host, self.status_server.port)
+                tg.start_soon(self._heartbeat)
+                line = self.status_line()
+                self.notifier.ready(line)
+                log.info("ready: %s", line)
+                await self.shutdown.wait()
+                self.notifier.stopping("stopping: finalizing files")
+                sources_tg.cancel_scope.cancel()
+            await self._finalize()
+            tg.cancel_scope.cancel()
+        self.notifier.close()
+        return self.exit_code
+
+    async def _supervise(self, h: SourceHandle) -> None:
+        def ready() -> None:
+            h.ready = True
+
+        await supervise(h.source, h.sink, h.backoff, on_ready=ready)
+
+    async def _finalize(self) -> None:
+        timeout_s = self.config.daemon.shutdown_timeout_s
+        began = time.monotonic()
+        with anyio.move_on_after(timeout_s) as scope:
+            await self.recorder.stop()
+        took = time.monotonic() - began
+        if scope.cancelled_caught:
+            log.error("recorder did not finish within %.1f s; the file is left recoverable (wrtfd repair)", timeout_s)
+            self.exit_code = EXIT_FAILURE
+        else:
+            log.info("stopped: every session and file finalized in %.2f s", took)
+
+
+def run_daemon(config_path: Path | None) -> int:
+    """Prepare (may raise ConfigError: exit 2, nothing created), then run until stopped."""
+    from wrtfd.daemon.config import load_effective_config
+    from wrtfd.daemon.logs import configure_logging
+    from wrtfd.daemon.wiring import prepare
+
+    loaded = load_effective_config(config_path)
+    cfg = loaded.config.logging
+    configure_logging(level=cfg.level, fmt=cfg.format, repeat_interval_s=cfg.repeat_interval_s, stream=sys.stderr)
+    daemon = prepare(loaded)  # everything config-dependent is built (or refused) before any I/O
+    return anyio.run(daemon.main, backend="asyncio")

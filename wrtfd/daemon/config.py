@@ -1,0 +1,472 @@
+"""The daemon's configuration: one TOML file, validated once at start by frozen pydantic models.
+
+This is the only module that reads TOML or the environment for configuration. Unknown keys are
+errors (``extra="forbid"``), types are strict (a port written as ``"5300"`` is a mistake, not a
+guess), and every error names the file, the key path (``sources[1].port``) and what was expected.
+
+Where the environment matters (systemd):
+
+- ``$CONFIGURATION_DIRECTORY/wrtfd.toml`` is used when ``--config`` is not given;
+- a relative ``recorder.output_dir`` is taken relative to ``$STATE_DIRECTORY`` when set, else the
+  current directory; relative source ``definition`` paths are relative to the config file.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from wrtfd.errors import ConfigError
+
+__all__ = [
+    "CONFIG_FILE_NAME",
+    "AssettoCorsaSourceConfig",
+    "ChannelMapping",
+    "Config",
+    "DaemonConfig",
+    "DdsSourceConfig",
+    "LoadedConfig",
+    "LoggingConfig",
+    "RecorderConfig",
+    "SerialSourceConfig",
+    "SourceConfig",
+    "StatusConfig",
+    "UdpSourceConfig",
+    "check_protocols",
+    "format_validation_error",
+    "load_config",
+    "load_effective_config",
+    "parse_config",
+    "resolve_config_path",
+    "state_directory",
+]
+
+#: File looked up in ``$CONFIGURATION_DIRECTORY`` when no ``--config`` is given.
+CONFIG_FILE_NAME = "wrtfd.toml"
+
+#: A config file bigger than this is not a config file (bounded input).
+MAX_CONFIG_BYTES = 1 << 20
+
+#: How many validation errors one ConfigError lists before summarising.
+MAX_REPORTED_ERRORS = 10
+
+#: Source names become channel prefixes ("forza.speed"), so they are identifiers.
+SOURCE_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+PositiveSeconds = Annotated[float, Field(gt=0, le=86400 * 7)]
+LoosePath = Annotated[Path, Field(strict=False)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+def _check_ip(value: str) -> str:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise ValueError(f"expected an IP address such as 127.0.0.1, got {value!r}") from None
+    return value
+
+
+HostIP = Annotated[str, AfterValidator(_check_ip)]
+
+
+class ChannelMapping(_Model):
+    """Which of a protocol's frame fields are recorded, and under which channel names.
+
+    ``include`` keeps only the named fields (all when absent); ``rename`` maps a protocol field
+    name to the channel name in the file. Both use the protocol's top-level frame field names.
+    """
+
+    include: Annotated[tuple[str, ...], Field(strict=False)] | None = None
+    rename: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("rename")
+    @classmethod
+    def _unique_targets(cls, value: dict[str, str]) -> dict[str, str]:
+        targets = list(value.values())
+        dup = sorted({t for t in targets if targets.count(t) > 1})
+        if dup:
+            raise ValueError(f"two fields renamed to the same channel name: {', '.join(dup)}")
+        return value
+
+
+class _SourceBase(_Model):
+    name: Annotated[str, Field(pattern=SOURCE_NAME_PATTERN)] | None = None
+    protocol: str
+    #: Keyword options handed to the protocol's decoder (e.g. ``dbc = "/etc/wrtfd/car.dbc"``).
+    options: dict[str, Any] = Field(default_factory=dict)
+    mapping: ChannelMapping = Field(default_factory=ChannelMapping)
+    #: WRTF definition file of the frame fields, for protocols without a fixed one (struct feeds).
+    definition: LoosePath | None = None
+    #: A required source that is silent longer than ``silent_after_s`` makes /healthz answer 503.
+    required: bool = False
+    silent_after_s: PositiveSeconds = 10.0
+    #: This source's samples start frames (False: its values ride along with the others').
+    drives_frames: bool = True
+    #: Values older than this are marked stale in frames (None: held until replaced).
+    stale_after_s: PositiveSeconds | None = None
+    #: Restart backoff after a failure: doubles from ``restart_backoff_s`` up to the max.
+    restart_backoff_s: PositiveSeconds = 0.5
+    restart_backoff_max_s: PositiveSeconds = 30.0
+
+    @property
+    def source_name(self) -> str:
+        """The configured name, or the protocol's name when none is given."""
+        return self.name or self.protocol
+
+    @model_validator(mode="after")
+    def _backoff_order(self) -> _SourceBase:
+        if self.restart_backoff_max_s < self.restart_backoff_s:
+            raise ValueError("restart_backoff_max_s must be >= restart_backoff_s")
+        return self
+
+
+class UdpSourceConfig(_SourceBase):
+    """A game that sends UDP datagrams to us (Forza, F1, OutGauge, DiRT, struct feeds)."""
+
+    kind: Literal["udp"]
+    #: Games usually run on another machine, so sources listen on every interface by default.
+    host: HostIP = "0.0.0.0"
+    #: None: the protocol's usual port.
+    port: Port | None = None
+    #: Sender IPs or networks accepted ("192.168.1.0/24"); absent: anyone.
+    allow_from: Annotated[tuple[str, ...], Field(strict=False)] | None = None
+    max_datagram_bytes: Annotated[int, Field(ge=1, le=65507)] = 2048
+    #: Kernel receive buffer: the only queue on the receive path.
+    rcvbuf_bytes: Annotated[int, Field(ge=4096, le=1 << 28)] = 1 << 20
+
+
+class AssettoCorsaSourceConfig(_SourceBase):
+    """Assetto Corsa remote telemetry: we handshake with the game and it streams back to us."""
+
+    kind: Literal["assetto_corsa"]
+    protocol: str = "assetto_corsa"
+    host: HostIP = "127.0.0.1"
+    port: Port = 9996
+
+
+class SerialSourceConfig(_SourceBase):
+    """A serial logger (GPS NMEA, CAN through SLCAN, OBD-II ELM327)."""
+
+    kind: Literal["serial"]
+    #: Prefer /dev/serial/by-id/... : stable across replugs.
+    device: str = Field(min_length=1)
+    baudrate: Annotated[int, Field(ge=50, le=4_000_000)] = 9600
+    parity: Literal["N", "E", "O"] = "N"
+    #: No byte for this long counts as a lost device (absent: never).
+    idle_timeout_s: PositiveSeconds | None = None
+    #: Keyword options of the protocol's serial source (SLCAN ``bitrate``, OBD ``obd_protocol``...).
+    link_options: dict[str, Any] = Field(default_factory=dict)
+
+
+class DdsSourceConfig(_SourceBase):
+    """A DDS-like TCP stream (zddsrec frames)."""
+
+    kind: Literal["dds"]
+    protocol: Literal["zddsrec"] = "zddsrec"
+    #: listen: peers connect to us; connect: we dial one peer and redial on failure.
+    mode: Literal["listen", "connect"] = "listen"
+    host: HostIP = "127.0.0.1"
+    port: Port
+    #: Topic-to-channel mapping (TOML, see wrtfd.zddsrec.mapping); relative to this config file.
+    topic_map: LoosePath
+
+
+SourceConfig = Annotated[
+    UdpSourceConfig | AssettoCorsaSourceConfig | SerialSourceConfig | DdsSourceConfig,
+    Field(discriminator="kind"),
+]
+
+
+class RecorderConfig(_Model):
+    """Recorder policy: where files go, how sessions and files are cut, how often data hits disk."""
+
+    #: Relative paths are relative to $STATE_DIRECTORY under systemd, else the current directory.
+    output_dir: LoosePath = Path("recordings")
+    #: File name template; None uses the recorder's default.
+    file_template: str | None = None
+    rate_hz: Annotated[int, Field(ge=1, le=1000)] = 60
+    #: A pause in every driving source longer than this ends the session.
+    session_idle_s: PositiveSeconds = 30.0
+    max_session_s: PositiveSeconds | None = None
+    rotate_bytes: Annotated[int, Field(ge=4096)] | None = None
+    rotate_s: PositiveSeconds | None = None
+    rotate_sessions: Annotated[int, Field(ge=1)] | None = None
+    #: Upper bound on the data a power cut can lose.
+    fsync_interval_s: PositiveSeconds = 1.0
+    #: Bound of the intake between sources and the recorder, in samples.
+    queue_size: Annotated[int, Field(ge=16, le=1_000_000)] = 4096
+    #: File-level metadata ("Track", "Driver", ...), stored in every file.
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class StatusConfig(_Model):
+    """The local HTTP status endpoint (``/status``, ``/metrics``, ``/healthz``)."""
+
+    enabled: bool = True
+    #: Loopback unless configured otherwise: the endpoint has no authentication.
+    host: HostIP = "127.0.0.1"
+    port: Port = 8787
+    #: /healthz answers 503 when the recording file system has less free space than this.
+    min_free_mb: Annotated[float, Field(ge=0)] = 200.0
+
+
+class LoggingConfig(_Model):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    #: auto: journal style (``<N>`` prefixes, no timestamps) under systemd, else plain text lines.
+    format: Literal["auto", "journal", "text"] = "auto"
+    #: Repeated drop/restart messages of one kind are logged at most once per interval.
+    repeat_interval_s: PositiveSeconds = 10.0
+
+
+class DaemonConfig(_Model):
+    #: The recorder counts as stuck (watchdog withheld, /healthz 503) when a write is pending longer.
+    stall_after_s: PositiveSeconds = 5.0
+    #: Time allowed for finalizing sessions and files on SIGTERM/SIGINT.
+    shutdown_timeout_s: Annotated[float, Field(gt=0, le=60)] = 2.0
+
+
+class Config(_Model):
+    """The whole configuration file."""
+
+    sources: Annotated[tuple[SourceConfig, ...], Field(min_length=1, strict=False)]
+    recorder: RecorderConfig = Field(default_factory=RecorderConfig)
+    status: StatusConfig = Field(default_factory=StatusConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+
+    @model_validator(mode="after")
+    def _unique_sources(self) -> Config:
+        seen: dict[str, int] = {}
+        for i, src in enumerate(self.sources):
+            name = src.source_name
+            if name in seen:
+                raise ValueError(
+                    f"sources[{i}] and sources[{seen[name]}] are both named {name!r}; give each a unique `name`"
+                )
+            seen[name] = i
+        bound: list[tuple[int, str, int]] = []
+        for i, src in enumerate(self.sources):
+            if isinstance(src, UdpSourceConfig) and src.port is not None:
+                for j, host, port in bound:
+                    if port == src.port and (host == src.host or "0.0.0.0" in (host, src.host)):
+                        raise ValueError(f"sources[{i}] and sources[{j}] both listen on UDP port {port}")
+                bound.append((i, src.host, src.port))
+        return self
+
+
+class LoadedConfig(BaseModel):
+    """A validated config and where it came from (``origin`` is a path or "built-in default")."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    config: Config
+    origin: str
+    base_dir: Path
+
+    def output_dir(self, env: Mapping[str, str] | None = None) -> Path:
+        out = self.config.recorder.output_dir
+        if out.is_absolute():
+            return out
+        state = state_directory(os.environ if env is None else env)
+        return (state if state is not None else Path.cwd()) / out
+
+    def resolve(self, path: Path) -> Path:
+        """A path from the config file, relative to the file's directory."""
+        return path if path.is_absolute() else self.base_dir / path
+
+    def definition_path(self, src: _SourceBase) -> Path | None:
+        return None if src.definition is None else self.resolve(src.definition)
+
+
+def state_directory(env: Mapping[str, str]) -> Path | None:
+    """The first of systemd's ``$STATE_DIRECTORY`` entries, or None outside systemd."""
+    value = env.get("STATE_DIRECTORY", "")
+    first = value.split(":", 1)[0]
+    return Path(first) if first else None
+
+
+def resolve_config_path(explicit: Path | None, env: Mapping[str, str]) -> Path | None:
+    """``--config`` wins; else ``$CONFIGURATION_DIRECTORY/wrtfd.toml`` if present; else None."""
+    if explicit is not None:
+        return explicit
+    for directory in env.get("CONFIGURATION_DIRECTORY", "").split(":"):
+        if directory:
+            candidate = Path(directory) / CONFIG_FILE_NAME
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+# --- error formatting --------------------------------------------------------------------------
+
+_EXPECTED: dict[str, str] = {
+    "int_type": "expected integer",
+    "int_parsing": "expected integer",
+    "int_from_float": "expected integer",
+    "float_type": "expected number",
+    "float_parsing": "expected number",
+    "bool_type": "expected true or false",
+    "bool_parsing": "expected true or false",
+    "string_type": "expected string",
+    "dict_type": "expected a table",
+    "model_type": "expected a table",
+    "model_attributes_type": "expected a table",
+    "tuple_type": "expected an array",
+    "list_type": "expected an array",
+    "path_type": "expected a path (string)",
+    "extra_forbidden": "unknown key",
+    "missing": "required key is missing",
+    "union_tag_not_found": "required key `kind` is missing (udp | assetto_corsa | serial | dds)",
+}
+
+
+def _loc_path(loc: Sequence[int | str], data: object) -> str:
+    """``("sources", 1, "udp", "port")`` -> ``sources[1].port`` (the union tag is not a key)."""
+    parts: list[str] = []
+    node: object = data
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+            node = node[item] if isinstance(node, list | tuple) and 0 <= item < len(node) else None
+            continue
+        if isinstance(node, dict) and item not in node and node.get("kind") == item:
+            continue  # the discriminated union's tag, added by pydantic
+        parts.append(f".{item}" if parts else item)
+        node = node.get(item) if isinstance(node, dict) else None
+    return "".join(parts)
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    kind = str(error.get("type", ""))
+    if kind in _EXPECTED:
+        text = _EXPECTED[kind]
+        if kind not in ("missing", "extra_forbidden", "union_tag_not_found"):
+            text += f", got {_toml_repr(error.get('input'))}"
+        return text
+    if kind == "union_tag_invalid":
+        ctx = error.get("ctx") or {}
+        return f"unknown source kind {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags')}"
+    if kind == "literal_error":
+        ctx = error.get("ctx") or {}
+        return f"expected one of {ctx.get('expected')}, got {_toml_repr(error.get('input'))}"
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_short", "too_long"):
+        return f"{str(error.get('msg', '')).replace('Input should be', 'expected').replace('Input', 'value')}"
+    if kind == "string_pattern_mismatch":
+        return (
+            f"expected a lowercase identifier (letters, digits, _; up to 32), got {_toml_repr(error.get('input'))}"
+        )
+    msg = str(error.get("msg", "invalid value"))
+    return msg.removeprefix("Value error, ")
+
+
+def _toml_repr(value: object) -> str:
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list | tuple):
+        return "an array"
+    return repr(value)
+
+
+def format_validation_error(origin: str, exc: ValidationError, data: object) -> str:
+    """One line per problem: ``FILE: key.path: what was expected``."""
+    lines = []
+    errors = exc.errors()
+    # A list whose items failed is also reported "too short" (failed items are left out of
+    # the count): that second line is noise.
+    locs = [tuple(e.get("loc", ())) for e in errors]
+    errors = [
+        e for e, loc in zip(errors, locs, strict=True)
+        if not (e.get("type") == "too_short" and any(o[: len(loc)] == loc and o != loc for o in locs))
+    ]
+    for error in errors[:MAX_REPORTED_ERRORS]:
+        path = _loc_path(error.get("loc", ()), data)
+        where = f"{origin}: {path}: " if path else f"{origin}: "
+        lines.append(where + _describe(error))
+    if len(errors) > MAX_REPORTED_ERRORS:
+        lines.append(f"{origin}: ... and {len(errors) - MAX_REPORTED_ERRORS} more problems")
+    return "\n".join(lines)
+
+
+# --- loading -----------------------------------------------------------------------------------
+
+
+def parse_config(data: Mapping[str, Any], origin: str) -> Config:
+    """Validate parsed TOML; raises ConfigError naming ``origin`` and the key path."""
+    try:
+        return Config.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(origin, exc, data)) from None
+
+
+def check_protocols(config: Config, origin: str) -> None:
+    """Every source names a protocol that exists and fits its kind (needs the decoder registry)."""
+    from wrtfd.decoders import registry
+
+    known = registry.all_protocols()
+    wanted_transport = {"udp": "udp", "assetto_corsa": "udp", "serial": "serial", "dds": "tcp"}
+    for i, src in enumerate(config.sources):
+        if isinstance(src, DdsSourceConfig):
+            continue  # a DDS stream carries its own types; its topic map says what to record
+        info = known.get(src.protocol)
+        if info is None:
+            names = ", ".join(sorted(known)) or "none installed"
+            raise ConfigError(f"{origin}: sources[{i}].protocol: unknown protocol {src.protocol!r}; known: {names}")
+        transport = wanted_transport[src.kind]
+        if info.transport != transport:
+            raise ConfigError(
+                f"{origin}: sources[{i}].protocol: {src.protocol!r} is a {info.transport} protocol, "
+                f"but this source is kind = {src.kind!r}"
+            )
+        if isinstance(src, UdpSourceConfig) and src.port is None and info.default_port is None:
+            raise ConfigError(f"{origin}: sources[{i}].port: required: {src.protocol!r} has no usual port")
+
+
+def load_config(path: Path) -> LoadedConfig:
+    """Read, parse and validate one TOML file (protocols included)."""
+    origin = str(path)
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError(f"{origin}: no such config file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{origin}: is a directory, expected a TOML file") from None
+    except OSError as exc:
+        raise ConfigError(f"{origin}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{origin}: larger than {MAX_CONFIG_BYTES} bytes; not a config file")
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{origin}: not UTF-8 text (byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{origin}: invalid TOML: {exc}") from None
+    config = parse_config(data, origin)
+    check_protocols(config, origin)
+    return LoadedConfig(config=config, origin=origin, base_dir=path.resolve().parent)
+
+
+def load_effective_config(explicit: Path | None, env: Mapping[str, str] | None = None) -> LoadedConfig:
+    """The config ``wrtfd run`` would use: ``--config``, the systemd config dir, or the default."""
+    environ = os.environ if env is None else env
+    path = resolve_config_path(explicit, environ)
+    if path is not None:
+        return load_config(path)
+    from wrtfd.daemon.defaults import default_config
+
+    config = default_config(environ)
+    return LoadedConfig(config=config, origin="built-in default", base_dir=Path.cwd())

@@ -1,0 +1,59 @@
+"""The built-in configuration: a sim rig that works out of the box.
+
+One UDP listener per game protocol on that game's usual port (from the decoder registry), on all
+interfaces because the game usually runs on another machine. Where two games share a port (F1
+and the Codemasters "extradata" format both use 20777) the one earlier in
+:data:`PORT_PREFERENCE` gets it. Protocols where *we* must contact the game (Assetto Corsa's
+handshake) are not in the default: they need the game's address.
+
+Recordings go to ``$STATE_DIRECTORY`` under systemd, else ``./recordings``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from wrtfd.daemon.config import Config, parse_config, state_directory
+from wrtfd.errors import ConfigError
+
+__all__ = ["CLIENT_PROTOCOLS", "PORT_PREFERENCE", "default_config", "default_config_data"]
+
+#: Who wins a shared port, most popular first; protocols not listed follow in name order.
+PORT_PREFERENCE: tuple[str, ...] = ("forza", "f1", "outgauge", "outsim", "codemasters", "dirt")
+
+#: UDP protocols that need us to initiate (a handshake to the game): not listenable by default.
+CLIENT_PROTOCOLS: frozenset[str] = frozenset({"assetto_corsa", "gt7"})
+
+
+def _ordered(names: list[str]) -> list[str]:
+    rank = {name: i for i, name in enumerate(PORT_PREFERENCE)}
+    return sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
+
+
+def default_config_data(protocols: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """The default config as TOML-shaped data, from ``{name: ProtocolInfo}`` (pure: no registry)."""
+    sources: list[dict[str, Any]] = []
+    taken: set[int] = set()
+    for name in _ordered(list(protocols)):
+        info = protocols[name]
+        port = getattr(info, "default_port", None)
+        if getattr(info, "transport", None) != "udp" or port is None or name in CLIENT_PROTOCOLS:
+            continue
+        if port in taken:
+            continue
+        taken.add(port)
+        sources.append({"kind": "udp", "name": name, "protocol": name, "host": "0.0.0.0", "port": port})
+    state = state_directory(env)
+    output_dir = str(state) if state is not None else "recordings"
+    return {"sources": sources, "recorder": {"output_dir": output_dir}}
+
+
+def default_config(env: Mapping[str, str]) -> Config:
+    """Validated built-in default from the installed decoders."""
+    from wrtfd.decoders import registry
+
+    data = default_config_data(registry.all_protocols(), env)
+    if not data["sources"]:
+        raise ConfigError("built-in default: no UDP game protocol is installed; give a config with --config")
+    return parse_config(data, "built-in default")

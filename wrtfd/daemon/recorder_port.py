@@ -1,0 +1,86 @@
+"""Build the recorder's live driver from the config (policy, source specs, debug wedge hook).
+
+The wedge hook exists to test the watchdog against a *real* stall: with
+``WRTFD_DEBUG_WEDGE_FIFO=/path/to/fifo`` the writer thread opens that FIFO for writing after each
+batch. While some process holds the FIFO open for reading, that ``open()`` returns at once; when
+nobody does, it blocks in the kernel exactly like a write to a hung disk, the recorder's pending
+write ages past ``daemon.stall_after_s`` and the daemon withholds ``WATCHDOG=1``. Debug only:
+never set it in production.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from wrtfd.daemon.config import LoadedConfig
+from wrtfd.errors import ConfigError
+
+__all__ = ["WEDGE_ENV", "build_recorder", "wedge_hook"]
+
+log = logging.getLogger("wrtfd")
+
+WEDGE_ENV = "WRTFD_DEBUG_WEDGE_FIFO"
+
+
+def wedge_hook(fifo: str) -> Callable[[Any], None]:
+    """After each batch: open ``fifo`` for writing (blocks while it has no reader), then close it."""
+
+    def on_batch(_recorder: Any) -> None:
+        fd = os.open(fifo, os.O_WRONLY | os.O_CLOEXEC)
+        os.close(fd)
+
+    return on_batch
+
+
+def build_recorder(
+    loaded: LoadedConfig, built: Sequence[Any], output_dir: Path, env: Mapping[str, str] | None = None
+) -> Any:
+    """The :class:`wrtfd.recorder.LiveRecorder` for ``built`` sources (nothing touches disk yet)."""
+    from wrtfd.recorder import LiveRecorder, RecorderPolicy, SourceSpec
+    from wrtfd.recorder.files import DEFAULT_TEMPLATE
+
+    cfg = loaded.config
+    rc = cfg.recorder
+    specs = [
+        SourceSpec(
+            name=b.source.name,
+            definition=b.definition,
+            drives_frames=b.config.drives_frames,
+            stale_after_s=b.config.stale_after_s,
+        )
+        for b in built
+    ]
+    if not any(s.drives_frames for s in specs):
+        raise ConfigError(f"{loaded.origin}: sources: at least one source needs drives_frames = true")
+    policy = RecorderPolicy(
+        output_dir=output_dir,
+        rate_hz=rc.rate_hz,
+        file_template=rc.file_template or DEFAULT_TEMPLATE,
+        session_idle_s=rc.session_idle_s,
+        max_session_s=rc.max_session_s,
+        rotate_bytes=rc.rotate_bytes,
+        rotate_s=rc.rotate_s,
+        rotate_sessions=rc.rotate_sessions,
+        fsync_interval_s=rc.fsync_interval_s,
+        metadata=dict(rc.metadata),
+    )
+    environ = os.environ if env is None else env
+    fifo = environ.get(WEDGE_ENV)
+    if fifo:
+        log.warning("%s is set: the writer thread opens %s after each batch (debug only)", WEDGE_ENV, fifo)
+    try:
+        return LiveRecorder(
+            specs,
+            policy,
+            intake_capacity=rc.queue_size,
+            stall_after_s=cfg.daemon.stall_after_s,
+            # leave a margin inside the daemon's own deadline for the final close
+            stop_timeout_s=max(0.1, cfg.daemon.shutdown_timeout_s * 0.9),
+            on_batch=wedge_hook(fifo) if fifo else None,
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{loaded.origin}: {exc}") from None

@@ -1,0 +1,142 @@
+"""Codemasters legacy "extradata" UDP (DiRT Rally 1/2, DiRT 4, GRID, F1 2016/2017 legacy).
+
+Layout: ``shared/spec/protocols/codemasters_legacy.md``. A headerless array of little-endian
+float32: 66 of them (264 bytes) with ``extradata="3"``, the first 38 (152 bytes) with mode 1.
+Every value is a float on the wire; counters (gear, laps, position) are turned into ints.
+DiRT Rally sends engine speeds divided by 10 (``rpm_scale=10``, the default).
+
+Session signal: ``run_time`` going back starts a new session (a new stage or restart); it is
+also the source clock.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from wrtfd.decoders._common import check_channels, load_definition, select_channels
+from wrtfd.decoders.base import Decoded
+from wrtfd.decoders.registry import ProtocolInfo
+from wrtfd.errors import ConfigError, DecodeError
+
+__all__ = ["PROTOCOLS", "CodemastersDecoder"]
+
+_FULL = struct.Struct("<66f")  # extradata=3
+_SHORT = struct.Struct("<38f")  # extradata=1
+
+#: Scalar channels by float index.
+_SCALARS: tuple[tuple[int, str], ...] = (
+    (0, "run_time"), (1, "lap_time"), (2, "lap_distance"), (3, "progress"), (4, "pos_x"), (5, "pos_y"),
+    (6, "pos_z"), (7, "speed"), (8, "vel_x"), (9, "vel_y"), (10, "vel_z"), (11, "roll_vector_x"),
+    (12, "roll_vector_y"), (13, "roll_vector_z"), (14, "pitch_vector_x"), (15, "pitch_vector_y"),
+    (16, "pitch_vector_z"), (29, "throttle"), (30, "steering"), (31, "brake"), (32, "clutch"),
+    (34, "g_force_lat"), (35, "g_force_lon"),
+    (40, "kers_level"), (41, "kers_max_level"), (43, "traction_control"), (44, "anti_lock_brakes"),
+    (45, "fuel_in_tank"), (46, "fuel_capacity"), (49, "sector1_time"), (50, "sector2_time"),
+    (61, "track_length"), (62, "last_lap_time"),
+)  # fmt: skip
+#: Integer channels by float index.
+_INTS: tuple[tuple[int, str], ...] = (
+    (33, "gear"), (36, "current_lap"), (39, "car_position"), (42, "drs"), (47, "in_pits"), (48, "sector"),
+    (59, "laps_completed"), (60, "total_laps"), (65, "max_gears"),
+)  # fmt: skip
+#: Wheel arrays (RL, RR, FL, FR on the wire) by first index.
+_WHEEL_ARRAYS: tuple[tuple[int, str], ...] = (
+    (17, "suspension_position"), (21, "suspension_velocity"), (25, "wheel_speed"), (51, "brake_temperature"),
+    (55, "tyre_pressure"),
+)  # fmt: skip
+_RPMS: tuple[tuple[int, str], ...] = ((37, "engine_rpm"), (63, "max_rpm"), (64, "idle_rpm"))
+_SHORT_LAST = 37  # mode 1 carries floats 0..37
+
+#: run_time this far behind the previous one is a new run, not jitter.
+RUN_TIME_RESET_S = 0.5
+
+
+def _int(v: float) -> int:
+    return int(v) if math.isfinite(v) else 0
+
+
+class CodemastersDecoder:
+    """Decodes the 66-float (or 38-float) legacy packet.
+
+    ``rpm_scale``: factor for the engine speed fields (10 for DiRT Rally 1/2, 1 for F1 legacy).
+    ``channels``: record only these.
+    """
+
+    protocol = "codemasters"
+
+    def __init__(self, *, rpm_scale: float = 10.0, channels: Sequence[str] | None = None) -> None:
+        if not (math.isfinite(rpm_scale) and rpm_scale > 0):
+            raise ConfigError(f"codemasters.rpm_scale: {rpm_scale} must be a positive number")
+        self.rpm_scale = float(rpm_scale)
+        definition = load_definition("codemasters.wrtf.yaml")
+        chosen = check_channels(definition, channels, "codemasters.channels")
+        self.definition: dict[str, Any] = select_channels(definition, chosen) if chosen else definition
+        self._keep = frozenset(chosen) if chosen else None
+        self._prev_run_time: float | None = None
+        self._generation = 0
+        self._ids: tuple[float, float, float, float] | None = None
+
+    def decode(self, data: bytes) -> Decoded:
+        size = len(data)
+        if size == 264:
+            t = _FULL.unpack(data)
+        elif size == 152:
+            t = _SHORT.unpack(data)
+        else:
+            raise DecodeError(f"codemasters: {size}-byte datagram; expected 264 or 152", reason="wrong_size")
+        n = len(t)
+        values: dict[str, Any] = {name: t[i] for i, name in _SCALARS if i < n}
+        for i, name in _INTS:
+            if i < n:
+                values[name] = _int(t[i])
+        for i, name in _WHEEL_ARRAYS:
+            if i + 3 < n:
+                values[name] = (t[i + 2], t[i + 3], t[i], t[i + 1])
+        scale = self.rpm_scale
+        for i, name in _RPMS:
+            if i < n:
+                values[name] = t[i] * scale
+
+        run_time = t[0]
+        new_session = False
+        prev = self._prev_run_time
+        if prev is not None and run_time + RUN_TIME_RESET_S < prev:
+            new_session = True
+            self._generation += 1
+        if math.isfinite(run_time):
+            self._prev_run_time = run_time
+        info = None
+        if n == 66:
+            ids = (t[61], t[63], t[64], t[65])
+            if new_session or ids != self._ids:
+                self._ids = ids
+                info = {
+                    "track": f"track length {t[61]:.1f} m",
+                    "car": f"max rpm {t[63] * scale:.0f}, idle rpm {t[64] * scale:.0f}, {_int(t[65])} gears",
+                }
+        if self._keep is not None:
+            values = {k: v for k, v in values.items() if k in self._keep}
+        source_time = int(run_time * 1e9) if math.isfinite(run_time) and abs(run_time) < 1e9 else None
+        return Decoded(
+            values=values,
+            source_time_ns=source_time,
+            session_key=self._generation,
+            new_session=new_session,
+            session_info=info,
+        )
+
+
+PROTOCOLS = (
+    ProtocolInfo(
+        name="codemasters",
+        title='Codemasters legacy UDP "extradata=3" (DiRT Rally 1/2, DiRT 4, GRID, F1 2016/17 legacy)',
+        transport="udp",
+        decoder="wrtfd.decoders.codemasters:CodemastersDecoder",
+        default_port=20778,
+        nominal_rate_hz=60.0,
+        schema_file="codemasters.wrtf.yaml",
+    ),
+)

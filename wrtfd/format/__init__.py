@@ -1,0 +1,46 @@
+"""The WRTF 1.0 format library: definitions, writer, reader, validator, repair.
+
+No asyncio and no daemon knowledge: anyone can read, check or write a WRTF file with it::
+
+    from wrtfd.format import Reader
+    with Reader("run.wrtf") as r:
+        speed = r.frames(0)["speed"]
+
+How this package reads the spec's open points is in ``WRTF-NOTES.md`` (N1-N12).
+"""
+
+from __future__ import annotations
+
+from wrtfd.errors import CorruptFileError as CorruptFileError
+from wrtfd.errors import FormatError as FormatError
+from wrtfd.errors import SchemaError as SchemaError
+from wrtfd.format.reader import Reader as Reader
+from wrtfd.format.reader import SessionInfo as SessionInfo
+from wrtfd.format.repair import RepairReport as RepairReport
+from wrtfd.format.repair import repair_file as repair_file
+from wrtfd.format.schema import EnumDef as EnumDef
+from wrtfd.format.schema import FieldDef as FieldDef
+from wrtfd.format.schema import Leaf as Leaf
+from wrtfd.format.schema import Schema as Schema
+from wrtfd.format.schema import StructDef as StructDef
+from wrtfd.format.validate import Finding as Finding
+from wrtfd.format.validate import validate_file as validate_file
+from wrtfd.format.writer import Writer as Writer
+
+__all__ = [
+    "CorruptFileError",
+    "EnumDef",
+    "FieldDef",
+    "Finding",
+    "FormatError",
+    "Leaf",
+    "Reader",
+    "RepairReport",
+    "Schema",
+    "SchemaError",
+    "SessionInfo",
+    "StructDef",
+    "Writer",
+    "repair_file",
+    "validate_file",
+]

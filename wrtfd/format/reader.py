@@ -1,0 +1,539 @@
+"""Memory-mapped WRTF reader.
+
+Nothing read from the file is trusted: every length, count and offset is bounds-checked before
+it is used, and anything that contradicts the format raises :class:`CorruptFileError` with the
+byte offset. Frames come out as zero-copy, read-only numpy views.
+
+A file with a valid document footer is opened in O(sessions). A file without one (the writer
+crashed, the power went) is read by scanning from the end of the metadata (N11): session magic,
+header, fixed-size frames whose ticks strictly increase, then a session footer or the end of the
+data; a torn last frame is dropped. Such a file is reported as incomplete (``complete=False``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import numpy as np
+
+from wrtfd.errors import CorruptFileError, FormatError, SchemaError
+from wrtfd.format.schema import Schema
+from wrtfd.format.spec import (
+    DOC_END_MAGIC,
+    DOC_FOOTER_TAIL,
+    DOC_START_MAGIC,
+    FILE_HEADER,
+    FILE_HEADER_SIZE,
+    FILE_MAGIC,
+    FORMAT_VERSION,
+    MAGIC_WORDS,
+    METADATA_LEN,
+    SCHEMA_METADATA_KEY,
+    SESSION_ENTRY,
+    SESSION_FOOTER_HEAD,
+    SESSION_FOOTER_MAGIC,
+    SESSION_MAGIC,
+    U64,
+    pad8,
+)
+
+__all__ = [
+    "FileHeader",
+    "MetadataEntry",
+    "Reader",
+    "ScanResult",
+    "ScannedSession",
+    "SessionInfo",
+    "parse_document_footer",
+    "parse_file_header",
+    "parse_metadata",
+    "scan_sessions",
+]
+
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+
+_MAGIC_ARRAY = np.array(sorted(MAGIC_WORDS), dtype="<u8")
+_SCAN_CHUNK_FRAMES = 1 << 18
+
+
+@dataclass(frozen=True, slots=True)
+class FileHeader:
+    version: int
+    rate_hz: int
+    start_timestamp_us: int
+    metadata_count: int
+    reserved: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataEntry:
+    """A raw metadata entry (N1) at ``offset``; key and value not yet decoded."""
+
+    offset: int
+    key: bytes
+    value: bytes
+    value_offset: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SessionInfo:
+    """One session as found in a file.
+
+    ``footer_order`` is ``"spec"`` (frame count, then last tick) or ``"reference"`` (the .NET
+    writer's last tick, then frame count), see N2; None without a footer or when the footer
+    matches neither. ``frame_count`` always comes from the file's geometry, never the footer.
+    """
+
+    index: int
+    offset: int
+    frames_offset: int
+    footer_offset: int | None
+    end_offset: int
+    frame_count: int
+    first_tick: int | None
+    last_tick: int | None
+    dropped_ticks: int
+    footer_order: str | None
+    header: np.void
+    footer: np.void | None
+    time_base_us: int
+    footer_frame_count: int | None = None
+    footer_last_tick: int | None = None
+    torn_bytes: int = 0
+
+    @property
+    def complete(self) -> bool:
+        return self.footer_offset is not None
+
+    def duration_us(self, rate_hz: int) -> int:
+        """Time covered by the session's ticks (first to last tick, one period included)."""
+        if self.first_tick is None or self.last_tick is None:
+            return 0
+        return ((self.last_tick - self.first_tick + 1) * 1_000_000) // rate_hz
+
+
+@dataclass(frozen=True, slots=True)
+class ScannedSession:
+    offset: int
+    frames_offset: int
+    frame_count: int
+    footer_offset: int | None
+    end_offset: int
+    torn_bytes: int
+
+
+@dataclass(slots=True)
+class ScanResult:
+    sessions: list[ScannedSession] = field(default_factory=list)
+    #: (offset, length, reason) of byte ranges that are not part of any session
+    skipped: list[tuple[int, int, str]] = field(default_factory=list)
+    #: end of the last complete record found
+    data_end: int = 0
+
+
+# -- low-level parsing: shared by Reader, validate and repair ---------------------------------------
+
+
+def parse_file_header(buf: Buffer) -> FileHeader:
+    if len(buf) < FILE_HEADER_SIZE:
+        raise CorruptFileError(
+            f"file is {len(buf)} bytes, shorter than the {FILE_HEADER_SIZE}-byte header", offset=0
+        )
+    magic, version, rate, ts, count, reserved = FILE_HEADER.unpack_from(buf, 0)
+    if magic != FILE_MAGIC:
+        raise CorruptFileError(f"not a WRTF file: magic {bytes(magic)!r}, expected {FILE_MAGIC!r}", offset=0)
+    return FileHeader(version, rate, ts, count, reserved)
+
+
+def parse_metadata(buf: Buffer, count: int) -> tuple[list[MetadataEntry], int]:
+    """The raw metadata entries (N1) and the offset where session data starts."""
+    size = len(buf)
+    if count > (size - FILE_HEADER_SIZE) // 16:
+        raise CorruptFileError(f"metadata count {count} cannot fit in a {size}-byte file", offset=32)
+    pos = FILE_HEADER_SIZE
+    entries: list[MetadataEntry] = []
+    for i in range(count):
+        start = pos
+        parts: list[bytes] = []
+        value_offset = pos
+        for what in ("key", "value"):
+            if what == "value":
+                value_offset = pos
+            if pos + 4 > size:
+                raise CorruptFileError(f"metadata entry {i}: {what} length past end of file", offset=pos)
+            (n,) = METADATA_LEN.unpack_from(buf, pos)
+            end = pos + 4 + n
+            if end > size:
+                raise CorruptFileError(
+                    f"metadata entry {i}: {what} of {n} bytes runs past end of file", offset=pos
+                )
+            parts.append(bytes(buf[pos + 4 : end]))
+            pos = pad8(end)
+        if pos > size:
+            raise CorruptFileError(f"metadata entry {i}: padding runs past end of file", offset=start)
+        entries.append(MetadataEntry(start, parts[0], parts[1], value_offset))
+    return entries, pos
+
+
+def decode_metadata(entries: list[MetadataEntry]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for e in entries:
+        try:
+            key = e.key.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CorruptFileError("metadata key is not valid UTF-8", offset=e.offset)
+        try:
+            value = e.value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CorruptFileError(f"metadata {key!r}: value is not valid UTF-8", offset=e.value_offset)
+        out.setdefault(key, value)
+    return out
+
+
+def parse_document_footer(buf: Buffer, data_start: int) -> tuple[int, list[tuple[int, int, int]]]:
+    """(offset of the start marker, session entries) of the document footer (N3).
+
+    Only the footer's own framing is checked here; the entries' targets are checked by the caller.
+    """
+    size = len(buf)
+    if size < data_start + 24:
+        raise CorruptFileError("no document footer: file too short", offset=size)
+    n, end_magic = DOC_FOOTER_TAIL.unpack_from(buf, size - 16)
+    if end_magic != DOC_END_MAGIC:
+        raise CorruptFileError("no document footer: end marker WRDE0001 missing", offset=size - 8)
+    if n > (size - data_start - 24) // 24:
+        raise CorruptFileError(f"document footer: session count {n} cannot fit in the file", offset=size - 16)
+    start = size - 24 - 24 * n
+    if bytes(buf[start : start + 8]) != DOC_START_MAGIC:
+        raise CorruptFileError("document footer: start marker WRDF0001 missing (N3)", offset=start)
+    entries = [SESSION_ENTRY.unpack_from(buf, start + 8 + 24 * i) for i in range(n)]
+    return start, entries
+
+
+def _ticks_view(buf: Buffer, offset: int, count: int, stride: int) -> np.ndarray:
+    return np.ndarray((count,), dtype="<u8", buffer=buf, offset=offset, strides=(stride,))
+
+
+def count_frames(buf: Buffer, start: int, end: int, frame_size: int) -> int:
+    """How many whole frames from ``start`` have strictly increasing ticks and no magic word (N11)."""
+    total = (end - start) // frame_size
+    done = 0
+    prev: int | None = None
+    while done < total:
+        k = min(_SCAN_CHUNK_FRAMES, total - done)
+        ticks = _ticks_view(buf, start + done * frame_size, k, frame_size)
+        bad = np.isin(ticks, _MAGIC_ARRAY)
+        if k > 1:
+            bad[1:] |= ticks[1:] <= ticks[:-1]
+        if prev is not None and int(ticks[0]) <= prev:
+            bad[0] = True
+        hits = np.flatnonzero(bad)
+        if len(hits):
+            return done + int(hits[0])
+        prev = int(ticks[-1])
+        done += k
+    return done
+
+
+def _next_session_magic(buf: Buffer, start: int, end: int) -> int:
+    pos = start
+    while True:
+        found = buf.find(SESSION_MAGIC, pos, end)  # type: ignore[union-attr]
+        if found < 0:
+            return -1
+        if found % 8 == 0:
+            return int(found)
+        pos = found + 1
+
+
+def scan_sessions(buf: Buffer, data_start: int, schema: Schema, end: int | None = None) -> ScanResult:
+    """Find sessions sequentially from ``data_start`` (N11), skipping unreadable stretches."""
+    end = len(buf) if end is None else end
+    fsize = schema.frame_size
+    footer_len = SESSION_FOOTER_HEAD.size + schema.footer_size
+    res = ScanResult(data_end=data_start)
+    pos = data_start
+    while pos < end:
+        head = bytes(buf[pos : pos + 8])
+        if head == SESSION_MAGIC and pos + 8 + schema.header_size <= end:
+            frames_at = pos + 8 + schema.header_size
+            n = count_frames(buf, frames_at, end, fsize)
+            p = frames_at + n * fsize
+            footer_offset: int | None = None
+            torn = 0
+            if bytes(buf[p : p + 8]) == SESSION_FOOTER_MAGIC and p + footer_len <= end:
+                footer_offset = p
+                session_end = p + footer_len
+            else:
+                session_end = p
+                nxt = bytes(buf[p : p + 8])
+                if (
+                    nxt != SESSION_MAGIC
+                    and nxt != DOC_START_MAGIC
+                    and p < end
+                    and (end - p < fsize or nxt == SESSION_FOOTER_MAGIC)
+                ):
+                    torn = end - p  # a torn frame or footer at the very end
+            res.sessions.append(ScannedSession(pos, frames_at, n, footer_offset, session_end, torn))
+            res.data_end = session_end
+            pos = session_end
+            if torn:
+                res.skipped.append((p, torn, "torn record at end of data"))
+                break
+            continue
+        if head == SESSION_MAGIC:
+            res.skipped.append((pos, end - pos, "torn session header at end of data"))
+            break
+        if head == DOC_START_MAGIC:
+            res.skipped.append((pos, end - pos, "document footer not valid"))
+            break
+        nxt_session = _next_session_magic(buf, pos + 8, end)
+        if nxt_session < 0:
+            res.skipped.append((pos, end - pos, "bytes that are not a session"))
+            break
+        res.skipped.append((pos, nxt_session - pos, "bytes that are not a session"))
+        pos = nxt_session
+    return res
+
+
+class Reader:
+    """Read a WRTF file through a read-only memory map; a context manager.
+
+    ``schema`` is needed for files without ``wrtf.schema`` metadata (N5) and overrides it when
+    given. ``force_scan`` ignores the document footer (the validator and repair use it).
+
+    :raises CorruptFileError: bytes contradict the format (offset in the message).
+    :raises FormatError: no usable definition, unsupported version.
+    """
+
+    def __init__(self, path: str | Path, schema: Schema | None = None, *, force_scan: bool = False) -> None:
+        self.path = Path(path)
+        self._mm: mmap.mmap | None = None
+        with open(self.path, "rb") as f:
+            self.size = os.fstat(f.fileno()).st_size
+            if self.size == 0:
+                raise CorruptFileError(f"{self.path}: empty file", offset=0)
+            self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            self._open(schema, force_scan)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, schema: Schema | None, force_scan: bool) -> None:
+        buf = self._buf
+        hdr = parse_file_header(buf)
+        if hdr.version != FORMAT_VERSION:
+            raise FormatError(
+                f"{self.path}: unsupported WRTF version {hdr.version} (expected {FORMAT_VERSION})"
+            )
+        if hdr.rate_hz == 0:
+            raise CorruptFileError("sample rate is 0", offset=16)
+        self.header = hdr
+        self.rate_hz = hdr.rate_hz
+        self.start_timestamp_us = hdr.start_timestamp_us
+        self.metadata_entries, self.data_start = parse_metadata(buf, hdr.metadata_count)
+        self.metadata = decode_metadata(self.metadata_entries)
+        self.schema_source = "external"
+        if schema is None:
+            text = self.metadata.get(SCHEMA_METADATA_KEY)
+            if text is None:
+                raise FormatError(
+                    f"{self.path}: no '{SCHEMA_METADATA_KEY}' metadata (N5); give the definition (--schema)"
+                )
+            try:
+                schema = Schema.from_yaml(text, source=f"metadata '{SCHEMA_METADATA_KEY}'")
+            except SchemaError as exc:
+                raise SchemaError(f"{self.path}: {exc}")
+            self.schema_source = "embedded"
+        self.schema: Schema = schema
+        self.footer_error: CorruptFileError | None = None
+        self.doc_footer_offset: int | None = None
+        self.scan: ScanResult | None = None
+        sessions: list[SessionInfo] | None = None
+        if not force_scan:
+            try:
+                sessions = self._from_document_footer()
+            except CorruptFileError as exc:
+                self.footer_error = exc
+        self.complete = sessions is not None
+        if sessions is None:
+            self.scan = scan_sessions(buf, self.data_start, schema)
+            sessions = [
+                self._session_info(
+                    i, s.offset, s.frames_offset, s.frame_count, s.footer_offset, s.end_offset, s.torn_bytes
+                )
+                for i, s in enumerate(self.scan.sessions)
+            ]
+        self.sessions: list[SessionInfo] = sessions
+
+    @property
+    def _buf(self) -> mmap.mmap:
+        if self._mm is None:
+            raise FormatError(f"{self.path}: reader is closed")
+        return self._mm
+
+    def _from_document_footer(self) -> list[SessionInfo]:
+        buf = self._buf
+        schema = self.schema
+        doc_start, entries = parse_document_footer(buf, self.data_start)
+        footer_len = SESSION_FOOTER_HEAD.size + schema.footer_size
+        out: list[SessionInfo] = []
+        prev_end = self.data_start
+        for i, (off, foff, count) in enumerate(entries):
+            where = f"document footer entry {i}"
+            entry_at = doc_start + 8 + 24 * i
+            frames_at = off + 8 + schema.header_size
+            if off < prev_end or off % 8 or frames_at > foff or foff + footer_len > doc_start:
+                raise CorruptFileError(
+                    f"{where}: session at {off} / footer at {foff} outside the session data", offset=entry_at
+                )
+            if bytes(buf[off : off + 8]) != SESSION_MAGIC:
+                raise CorruptFileError(f"{where}: no session header magic WRSE0001 at {off}", offset=off)
+            if bytes(buf[foff : foff + 8]) != SESSION_FOOTER_MAGIC:
+                raise CorruptFileError(f"{where}: no session footer magic WRSF0001 at {foff}", offset=foff)
+            span = foff - frames_at
+            if span % schema.frame_size:
+                raise CorruptFileError(
+                    f"{where}: {span} bytes of frames is not a multiple of the "
+                    f"{schema.frame_size}-byte frame",
+                    offset=frames_at,
+                )
+            n = span // schema.frame_size
+            if n != count:
+                raise CorruptFileError(
+                    f"{where}: frame count {count}, but the session holds {n} frames", offset=entry_at
+                )
+            out.append(self._session_info(i, off, frames_at, n, foff, foff + footer_len, 0))
+            prev_end = foff + footer_len
+        if prev_end != doc_start:
+            raise CorruptFileError(
+                f"{doc_start - prev_end} bytes between the last session and the document footer",
+                offset=prev_end,
+            )
+        self.doc_footer_offset = doc_start
+        return out
+
+    def _session_info(
+        self, i: int, off: int, frames_at: int, n: int, foff: int | None, end: int, torn: int
+    ) -> SessionInfo:
+        buf = self._buf
+        schema = self.schema
+        header = np.frombuffer(buf, dtype=schema.header_dtype, count=1, offset=off + 8).copy()[0]
+        first = last = None
+        if n:
+            first = U64.unpack_from(buf, frames_at)[0]
+            last = U64.unpack_from(buf, frames_at + (n - 1) * schema.frame_size)[0]
+        order: str | None = None
+        footer = None
+        fcount = flast = None
+        if foff is not None:
+            _, a, b = SESSION_FOOTER_HEAD.unpack_from(buf, foff)
+            t = last if last is not None else 0
+            if a == n and b == t:
+                order, fcount, flast = "spec", a, b
+            elif a == t and b == n:
+                order, fcount, flast = "reference", b, a
+            else:
+                fcount, flast = a, b
+            if schema.footer_dtype is not None:
+                footer = np.frombuffer(
+                    buf, dtype=schema.footer_dtype, count=1, offset=foff + SESSION_FOOTER_HEAD.size
+                ).copy()[0]
+        dropped = 0 if first is None or last is None else last - first + 1 - n
+        base = self.start_timestamp_us
+        if schema.has_time_base:
+            v = int(header["start_timestamp"])
+            if v > 0:
+                base = v
+        return SessionInfo(
+            index=i,
+            offset=off,
+            frames_offset=frames_at,
+            footer_offset=foff,
+            end_offset=end,
+            frame_count=n,
+            first_tick=first,
+            last_tick=last,
+            dropped_ticks=dropped,
+            footer_order=order,
+            header=header,
+            footer=footer,
+            time_base_us=base,
+            footer_frame_count=fcount,
+            footer_last_tick=flast,
+            torn_bytes=torn,
+        )
+
+    # -- data access ----------------------------------------------------------------------------
+
+    def _session(self, i: int) -> SessionInfo:
+        if not -len(self.sessions) <= i < len(self.sessions):
+            raise FormatError(f"{self.path}: no session {i} (the file has {len(self.sessions)})")
+        return self.sessions[i]
+
+    def frames(self, i: int) -> np.ndarray:
+        """The frames of session ``i``: a zero-copy, read-only view of ``schema.frame_dtype``."""
+        s = self._session(i)
+        if s.frame_count == 0:
+            return np.empty(0, dtype=self.schema.frame_dtype)
+        return np.ndarray(
+            (s.frame_count,), dtype=self.schema.frame_dtype, buffer=self._buf, offset=s.frames_offset
+        )
+
+    def ticks(self, i: int) -> np.ndarray:
+        return self.frames(i)["tick"]
+
+    def frame_times_us(self, i: int) -> np.ndarray:
+        """Per-frame time (N9): session time base + tick * 1e6 / rate, rounded to whole microseconds."""
+        s = self._session(i)
+        return ticks_to_time_us(self.frames(i)["tick"], s.time_base_us, self.rate_hz)
+
+    def iter_frames(self, i: int, chunk: int = 65536) -> Iterator[np.ndarray]:
+        """Frames of session ``i`` in chunks (views)."""
+        arr = self.frames(i)
+        for start in range(0, len(arr), chunk):
+            yield arr[start : start + chunk]
+
+    @property
+    def total_frames(self) -> int:
+        return sum(s.frame_count for s in self.sessions)
+
+    def close(self) -> None:
+        mm, self._mm = self._mm, None
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:
+                # Frame views handed out still point into the map; it is unmapped when they go.
+                pass
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "complete" if self.complete else "incomplete"
+        return f"<Reader {self.path} {state} sessions={len(self.sessions)}>"
+
+
+def ticks_to_time_us(ticks: np.ndarray, base_us: int, rate_hz: int) -> np.ndarray:
+    """``base + round(tick * 1e6 / rate)`` as int64, exact integer math while it cannot overflow."""
+    t = np.asarray(ticks, dtype=np.uint64)
+    if len(t) == 0:
+        return np.empty(0, dtype=np.int64)
+    if int(t.max()) < (1 << 62) // 1_000_000:
+        us = (t.astype(np.int64) * 1_000_000 + rate_hz // 2) // rate_hz
+    else:
+        # Absurd ticks (a corrupt file): saturate instead of overflowing.
+        us = np.minimum(np.round(t.astype(np.float64) * (1e6 / rate_hz)), 2.0**62).astype(np.int64)
+    return us + np.int64(min(base_us, 1 << 62))

@@ -1,0 +1,178 @@
+"""Finalize an incomplete WRTF file (N11) without losing a complete frame.
+
+What a crash leaves is a valid prefix: sessions, perhaps the last one without its footer,
+perhaps a torn last record. Repair keeps every complete frame the scan finds, drops the torn
+bytes, writes the missing session footer(s) (spec order, footer struct zeroed: its values were
+never known) and a document footer.
+
+In place when only the tail needs fixing (truncate the torn bytes, append footers, fsync);
+otherwise the file is rebuilt into a temporary file beside it and atomically renamed, so a
+second power cut during repair never leaves a worse file than before.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from wrtfd.errors import FormatError
+from wrtfd.format.reader import Reader, SessionInfo
+from wrtfd.format.schema import Schema
+from wrtfd.format.spec import SESSION_FOOTER_HEAD
+from wrtfd.format.writer import SessionEntry, encode_document_footer, encode_session_footer
+
+__all__ = ["RepairReport", "repair_file"]
+
+_COPY_CHUNK = 8 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class RepairReport:
+    """What :func:`repair_file` did."""
+
+    source: Path
+    output: Path
+    was_complete: bool
+    sessions: int
+    frames_kept: int
+    bytes_dropped: int
+    dropped: tuple[tuple[int, int, str], ...]
+    session_footers_written: int
+    document_footer_written: bool
+    rebuilt: bool
+
+    def lines(self) -> list[str]:
+        if self.was_complete:
+            return [
+                f"{self.source}: already complete ({self.sessions} sessions, {self.frames_kept} frames); "
+                "nothing to do"
+            ]
+        out = [
+            f"{self.output}: kept {self.frames_kept} frames in {self.sessions} sessions",
+            f"wrote {self.session_footers_written} session footer(s) and "
+            f"{'a' if self.document_footer_written else 'no'} document footer"
+            + (" (rebuilt)" if self.rebuilt else " (in place)" if self.output == self.source else ""),
+        ]
+        for off, length, reason in self.dropped:
+            out.append(f"dropped {length} bytes at offset {off}: {reason}")
+        return out
+
+
+def _copy_range(src: BinaryIO, dst: BinaryIO, start: int, length: int) -> None:
+    src.seek(start)
+    left = length
+    while left > 0:
+        chunk = src.read(min(_COPY_CHUNK, left))
+        if not chunk:
+            raise FormatError(f"file shrank while repairing (at byte {start + length - left})")
+        dst.write(chunk)
+        left -= len(chunk)
+
+
+def _footer_record(s: SessionInfo, schema: Schema) -> bytes:
+    return encode_session_footer(s.frame_count, s.last_tick or 0, bytes(schema.footer_size))
+
+
+def repair_file(
+    path: str | Path, output: str | Path | None = None, schema: Schema | None = None, *, durable: bool = True
+) -> RepairReport:
+    """Repair ``path`` in place, or write the repaired file to ``output``.
+
+    ``durable`` fsyncs the result before returning (tests turn it off).
+
+    :raises CorruptFileError: the file header or metadata is unreadable (nothing to anchor on).
+    :raises FormatError: no definition (give ``schema`` for files without ``wrtf.schema``).
+    """
+    src = Path(path)
+    dst = Path(output) if output is not None else src
+    with Reader(src, schema) as r:
+        if r.complete:
+            frames = r.total_frames
+            n = len(r.sessions)
+            if dst != src:
+                shutil.copyfile(src, dst)
+            return RepairReport(src, dst, True, n, frames, 0, (), 0, False, False)
+    with Reader(src, schema, force_scan=True) as r:
+        scan = r.scan
+        if scan is None:  # pragma: no cover - force_scan always scans
+            raise FormatError(f"{src}: scan did not run")
+        sessions = list(r.sessions)
+        data_start = r.data_start
+        schema = r.schema
+        dropped = tuple(scan.skipped)
+        data_end = scan.data_end
+        size = r.size
+    frames_kept = sum(s.frame_count for s in sessions)
+    missing = [s for s in sessions if s.footer_offset is None]
+    # Stray bytes before the end of the data, or a footer missing before the last session,
+    # cannot be fixed by truncating and appending.
+    needs_rebuild = any(off < data_end for off, _, _ in dropped) or any(
+        s is not sessions[-1] for s in missing
+    )
+    footer_len = SESSION_FOOTER_HEAD.size + schema.footer_size
+
+    if not needs_rebuild and dst == src:
+        tail = b""
+        entries = [SessionEntry(s.offset, s.footer_offset or 0, s.frame_count) for s in sessions]
+        if missing:
+            last = sessions[-1]
+            tail += _footer_record(last, schema)
+            entries[-1] = SessionEntry(last.offset, data_end, last.frame_count)
+        tail += encode_document_footer(entries)
+        fd = os.open(src, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, data_end)
+            os.lseek(fd, data_end, os.SEEK_SET)
+            view = memoryview(tail)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        return RepairReport(
+            src, dst, False, len(sessions), frames_kept, size - data_end, dropped, len(missing), True, False
+        )
+
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".repair", dir=dst.parent)
+    tmp = Path(tmp_name)
+    try:
+        with open(src, "rb") as fin, os.fdopen(fd, "wb") as fout:
+            _copy_range(fin, fout, 0, data_start)
+            pos = data_start
+            entries = []
+            for s in sessions:
+                frames_end = s.frames_offset + s.frame_count * schema.frame_size
+                entries.append(SessionEntry(pos, pos + (frames_end - s.offset), s.frame_count))
+                _copy_range(fin, fout, s.offset, frames_end - s.offset)
+                if s.footer_offset is not None:
+                    _copy_range(fin, fout, s.footer_offset, footer_len)
+                else:
+                    fout.write(_footer_record(s, schema))
+                pos += frames_end - s.offset + footer_len
+            fout.write(encode_document_footer(entries))
+            fout.flush()
+            if durable:
+                os.fsync(fout.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dst)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    used = sum(s.end_offset - s.offset for s in sessions)
+    return RepairReport(
+        src,
+        dst,
+        False,
+        len(sessions),
+        frames_kept,
+        max(0, size - data_start - used),
+        dropped,
+        len(missing),
+        True,
+        dst == src,
+    )

@@ -1,0 +1,1 @@
+"""Importers of other recorders' files (CARLA recorder, .zddsrec) into WRTF."""

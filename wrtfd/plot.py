@@ -1,0 +1,167 @@
+"""Lap plots of a recording: speed, throttle/brake and gear against lap distance (one line per
+lap) beside a track map coloured by speed.
+
+matplotlib is an optional extra (``pip install wrtfd[plot]``); it is imported inside the
+functions, with the Agg backend, so importing this module costs nothing.
+
+Which channels are plotted depends on the source (the names of its frame fields):
+
+==========  ==================  ==========================  ==================
+source      speed               throttle / brake            gear
+==========  ==================  ==========================  ==================
+forza       speed (m/s)         accel, brake (0..255)       gear
+f1          speed (km/h)        throttle, brake (0..1)      gear (-1 R, 0 N)
+outgauge    speed (m/s)         throttle, brake (0..1)      gear - 1 (0 = R)
+codemaster  speed (m/s)         throttle, brake (0..1)      gear
+==========  ==================  ==========================  ==================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from wrtfd.errors import TrackError
+from wrtfd.tracks.analysis import SessionLaps, analyse_frames, find_position_fields, position_arrays
+from wrtfd.tracks.model import Track
+
+__all__ = ["DriverChannels", "driver_channels", "plot_session"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class DriverChannels:
+    speed_kmh: FloatArray
+    throttle: FloatArray  # 0..1
+    brake: FloatArray  # 0..1
+    gear: FloatArray
+
+
+def _f(sub: Any, name: str) -> FloatArray:
+    return np.asarray(sub[name], dtype=np.float64)
+
+
+def driver_channels(frames: np.ndarray, source: str | None) -> DriverChannels:
+    """Speed, pedals and gear of ``source`` in common units.
+
+    :raises TrackError: when the source lacks a speed channel.
+    """
+    sub = frames if source is None else frames[source]
+    names = set(sub.dtype.names or ())
+    if {"accel", "brake", "speed", "position_x"} <= names:  # forza
+        return DriverChannels(
+            _f(sub, "speed") * 3.6, _f(sub, "accel") / 255.0, _f(sub, "brake") / 255.0, _f(sub, "gear")
+        )
+    if "world_position_x" in names and "speed" in names:  # f1: km/h already
+        return DriverChannels(_f(sub, "speed"), _f(sub, "throttle"), _f(sub, "brake"), _f(sub, "gear"))
+    if {"speed", "rpm", "display1"} <= names:  # outgauge
+        return DriverChannels(
+            _f(sub, "speed") * 3.6, _f(sub, "throttle"), _f(sub, "brake"), _f(sub, "gear") - 1
+        )
+    if "speed" in names:
+        n = len(sub)
+        zero = np.zeros(n)
+        return DriverChannels(
+            _f(sub, "speed") * 3.6,
+            _f(sub, "throttle") if "throttle" in names else zero,
+            _f(sub, "brake") if "brake" in names else zero,
+            _f(sub, "gear") if "gear" in names else zero,
+        )
+    raise TrackError(f"source {source!r} has no speed channel to plot")
+
+
+def _recorded_laps(frames: np.ndarray) -> tuple[npt.NDArray[np.int64], FloatArray]:
+    if frames.dtype.names is None or "laps" not in frames.dtype.names:
+        raise TrackError("this recording has no lap channels; give --track to detect laps from positions")
+    return (
+        np.asarray(frames["laps"]["lap_number"], dtype=np.int64),
+        np.asarray(frames["laps"]["lap_distance"], dtype=np.float64),
+    )
+
+
+def plot_session(
+    frames: np.ndarray,
+    times_s: npt.ArrayLike,
+    output: Path,
+    *,
+    track: Track | None = None,
+    source: str | None = None,
+    title: str = "",
+    width_px: int = 1600,
+    dpi: int = 100,
+) -> Path:
+    """Write the lap plot of one session to ``output`` (PNG).
+
+    :raises TrackError: no positions/lap channels or no speed channel.
+    :raises MissingPlotDependency: matplotlib is not installed.
+    """
+    from wrtfd.tracks.render import draw_track, require_matplotlib
+
+    plt = require_matplotlib()
+    src, pos = find_position_fields(frames.dtype, source)
+    x, z, ok = position_arrays(frames, src, pos)
+    laps: SessionLaps | None = None
+    if track is not None:
+        laps = analyse_frames(frames, times_s, track, source=src, position=pos)
+        lap_no, dist = laps.lap_number, laps.lap_distance_m
+        complete = {lap.number for lap in laps.laps}
+    else:
+        lap_no, dist = _recorded_laps(frames)
+        nums = sorted(set(lap_no[ok].tolist()))
+        complete = set(nums[1:-1])  # the first (out-lap) and the last (unfinished) are partial
+    ch = driver_channels(frames, src)
+    show = sorted(complete) or sorted(set(lap_no[ok].tolist()))
+
+    fig = plt.figure(figsize=(width_px / dpi, width_px / dpi * 0.55), dpi=dpi)
+    try:
+        grid = fig.add_gridspec(3, 2, width_ratios=(1.6, 1.0), height_ratios=(2.0, 1.0, 1.0))
+        ax_speed = fig.add_subplot(grid[0, 0])
+        ax_pedal = fig.add_subplot(grid[1, 0], sharex=ax_speed)
+        ax_gear = fig.add_subplot(grid[2, 0], sharex=ax_speed)
+        ax_map = fig.add_subplot(grid[:, 1])
+        cmap = plt.get_cmap("viridis")
+        for k, n in enumerate(show):
+            m = ok & (lap_no == n)
+            if not m.any():
+                continue
+            color = cmap(k / max(1, len(show) - 1))
+            d = dist[m]
+            order = np.argsort(d, kind="stable")
+            label = f"lap {n}" + (
+                f" {laps.laps[[lp.number for lp in laps.laps].index(n)].time_s:.3f} s"
+                if laps is not None and n in complete
+                else ""
+            )
+            ax_speed.plot(d[order], ch.speed_kmh[m][order], color=color, linewidth=1.0, label=label)
+            ax_pedal.plot(d[order], ch.throttle[m][order], color=color, linewidth=0.9)
+            ax_pedal.plot(d[order], -ch.brake[m][order], color=color, linewidth=0.9, linestyle="--")
+            ax_gear.step(d[order], ch.gear[m][order], color=color, linewidth=0.9, where="post")
+        ax_speed.set_ylabel("speed (km/h)")
+        ax_speed.legend(loc="lower right", fontsize="small")
+        ax_pedal.set_ylabel("throttle / -brake")
+        ax_pedal.set_ylim(-1.05, 1.05)
+        ax_gear.set_ylabel("gear")
+        ax_gear.set_xlabel("lap distance (m)")
+        for ax in (ax_speed, ax_pedal, ax_gear):
+            ax.grid(True, alpha=0.3)
+        if track is not None:
+            draw_track(ax_map, track, lanes=False)
+        sel = ok & np.isin(lap_no, show)
+        sc = ax_map.scatter(x[sel], z[sel], c=ch.speed_kmh[sel], s=4, cmap="plasma", zorder=3)
+        fig.colorbar(sc, ax=ax_map, label="speed (km/h)", shrink=0.7)
+        ax_map.set_aspect("equal")
+        if not ax_map.yaxis_inverted():
+            ax_map.invert_yaxis()
+        ax_map.set_title("track map (coloured by speed)")
+        if title:
+            fig.suptitle(title)
+        fig.tight_layout()
+        fig.savefig(output, format="png")
+    finally:
+        plt.close(fig)
+    return output

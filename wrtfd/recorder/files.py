@@ -1,0 +1,472 @@
+"""File names, rotation and the I/O side of the recorder (the only module that touches disk).
+
+:class:`FileSink` owns the :class:`wrtfd.format.Writer`. It takes the recorder's operations in
+order (``begin`` a session, ``frames``, ``end`` it, ``close``) and decides on its own:
+
+* **rotation** on size (``rotate_bytes``: the batch is cut at the exact frame that would pass the
+  limit), duration (``rotate_s`` of frame time) or number of sessions per file. A rotation in
+  the middle of a session ends it in the old file (``end_reason = rotate``) and continues it
+  in the new file as a new session (``start_reason = rotate``) whose ticks restart at 0 and
+  whose ``start_timestamp`` is the time of its first frame, so frame times stay exact (N9);
+* **durability**: :meth:`FileSink.sync_if_due` flushes and fsyncs once ``fsync_interval_s`` has
+  passed on the caller's clock;
+* **I/O errors** (ENOSPC, EIO...): the writer truncates a failed write back to its last complete
+  record; the sink then closes the file as cleanly as the disk allows (a file with no frame is
+  removed), records the error with the path, drops (and counts) frames while the disk is
+  unusable, and tries a new file after a backoff (doubling up to ``retry_max_s``, measured in
+  frame time). The session continues there with ``start_reason = resume``.
+
+File names come from a template (:func:`render_name`) with every substituted value sanitised:
+no path separators, no ``..``, no control or shell-hostile characters, bounded length; an
+existing file is never overwritten (``-1``, ``-2``... is appended).
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+import time
+import unicodedata
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wrtfd.errors import ConfigError, FormatError
+from wrtfd.format import Schema, Writer
+
+__all__ = ["DEFAULT_TEMPLATE", "FileSink", "SinkState", "render_name", "sanitize_component"]
+
+DEFAULT_TEMPLATE = "{date}_{time}_{source}_{track}.wrtf"
+MAX_COMPONENT = 48
+MAX_NAME_BYTES = 200
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+_KNOWN = frozenset({"date", "time", "datetime", "source", "track", "car", "session_type", "seq"})
+_UNSAFE = re.compile(r"[^\w.+-]+", re.UNICODE)
+
+
+def sanitize_component(value: object, *, limit: int = MAX_COMPONENT, empty: str = "unknown") -> str:
+    """A safe file-name fragment from untrusted text (a game's track name...)."""
+    text = unicodedata.normalize("NFKC", str(value))
+    text = "".join(ch if unicodedata.category(ch)[0] != "C" else " " for ch in text)
+    text = _UNSAFE.sub("-", text.strip())
+    text = re.sub(r"\.{2,}", ".", text).strip(".-_")
+    if len(text.encode("utf-8")) > limit:
+        raw = text.encode("utf-8")[:limit]
+        text = raw.decode("utf-8", errors="ignore").rstrip(".-_")
+    return text or empty
+
+
+def check_template(template: str) -> None:
+    """:raises ConfigError: an unknown placeholder or a directory part in the template."""
+    for name in _PLACEHOLDER.findall(template):
+        if name not in _KNOWN:
+            known = ", ".join(sorted(_KNOWN))
+            raise ConfigError(f"file_template: unknown placeholder {{{name}}} (known: {known})")
+    if "/" in template or "\\" in template or template in ("", ".", ".."):
+        raise ConfigError(f"file_template {template!r}: a file name, without directories")
+
+
+def render_name(template: str, *, start_us: int, fields: Mapping[str, object], seq: int = 0) -> str:
+    """The file name for a file starting at ``start_us`` (UTC), always ending in ``.wrtf``."""
+    dt = datetime.fromtimestamp(start_us / 1e6, tz=UTC)
+    values = {
+        "date": dt.strftime("%Y%m%d"),
+        "time": dt.strftime("%H%M%S"),
+        "datetime": dt.strftime("%Y%m%dT%H%M%SZ"),
+        "seq": f"{seq:04d}",
+    }
+
+    def sub(m: re.Match[str]) -> str:
+        key = m.group(1)
+        if key in values:
+            return values[key]
+        return sanitize_component(fields.get(key) or "")
+
+    name = _PLACEHOLDER.sub(sub, template)
+    name = sanitize_component(name, limit=MAX_NAME_BYTES, empty="recording")
+    if not name.endswith(".wrtf"):
+        name = name[: MAX_NAME_BYTES - 5] + ".wrtf"
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class SinkState:
+    """What :meth:`FileSink.state` reports (read by the stats)."""
+
+    path: str | None
+    files: int
+    sessions: int
+    frames: int
+    frames_lost: int
+    bytes: int
+    bytes_total: int
+    failing: bool
+    last_error: str | None
+    errors: int
+    unsynced_since_s: float | None
+
+
+class FileSink:
+    """Writes the recorder's operations to rotating WRTF files (see module docstring)."""
+
+    def __init__(
+        self,
+        schema: Schema,
+        *,
+        output_dir: Path,
+        rate_hz: int,
+        template: str = DEFAULT_TEMPLATE,
+        metadata: Mapping[str, str] | None = None,
+        source_label: str = "wrtfd",
+        rotate_bytes: int | None = None,
+        rotate_s: float | None = None,
+        rotate_sessions: int | None = None,
+        fsync_interval_s: float = 1.0,
+        flush_each_batch: bool = True,
+        retry_s: float = 1.0,
+        retry_max_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        buffer_bytes: int = 1 << 20,
+    ) -> None:
+        check_template(template)
+        if rotate_bytes is not None and rotate_bytes < 4096:
+            raise ConfigError(f"rotate_bytes must be at least 4096, got {rotate_bytes}")
+        self.schema = schema
+        self.output_dir = Path(output_dir)
+        self.rate_hz = rate_hz
+        self.template = template
+        self.metadata = dict(metadata or {})
+        self.source_label = source_label
+        self.rotate_bytes = rotate_bytes
+        self.rotate_us = None if rotate_s is None else round(rotate_s * 1e6)
+        self.rotate_sessions = rotate_sessions
+        self.fsync_interval_s = fsync_interval_s
+        self.flush_each_batch = flush_each_batch
+        self.retry_us = round(retry_s * 1e6)
+        self.retry_max_us = round(retry_max_s * 1e6)
+        self._clock = clock
+        self._buffer_bytes = buffer_bytes
+        self._frame_size = schema.frame_size
+        self._footer_bytes = 24 + schema.footer_size + 8 * 3 + 24  # session footer + doc entry + tails
+        self.writer: Writer | None = None
+        self.paths: list[Path] = []
+        self.files = 0
+        self.sessions = 0
+        self.frames = 0
+        self.frames_lost = 0
+        self.bytes_total = 0
+        self.errors = 0
+        self.last_error: str | None = None
+        self._file_start_us = 0
+        self._file_frames = 0
+        self._failing = False
+        self._retry_at_us = 0
+        self._failures = 0  # consecutive failed attempts (backoff doubles with each)
+        self._dirty_since: float | None = None
+        self._last_sync = clock()
+        # the session being written (None when no session is open)
+        self._header: dict[str, Any] | None = None
+        self._start_us = 0
+        self._tick_offset = 0  # session tick of this file-session's tick 0
+        self._in_file_session = False
+        self._fs_first: int | None = None
+        self._fs_last: int | None = None
+        self._fs_frames = 0
+        self._fs_dropped = 0
+        self._summary: dict[str, Any] = {}
+
+    # -- the operations -------------------------------------------------------------------------
+
+    def begin(self, header: Mapping[str, Any], start_us: int) -> None:
+        """A new session starts (``header`` without ``start_timestamp``; ``start_us`` = tick 0)."""
+        if self._header is not None:
+            self.end({"end_reason": "end"})
+        self._header = dict(header)
+        self._start_us = start_us
+        self._tick_offset = 0
+        self._summary = {}
+        if self._failing:
+            return  # the next frames retry once the backoff has passed
+        if self.writer is not None and self.rotate_sessions is not None \
+                and self.writer.session_count >= self.rotate_sessions:
+            self._close_file()
+        self._open_session(start_us, self._header.get("start_reason", "first"), tick=0)
+
+    def frames_block(self, frames: np.ndarray, summary: Mapping[str, Any] | None = None) -> None:
+        """Frames of the open session (session-relative ticks, strictly increasing)."""
+        if self._header is None or len(frames) == 0:
+            return
+        if summary:
+            self._summary = dict(summary)
+        period_us = 1e6 / self.rate_hz
+        todo = frames
+        while len(todo):
+            first_tick = int(todo["tick"][0])
+            now_us = self._start_us + round(first_tick * period_us)
+            if self._failing and not self._reopen(now_us, first_tick):
+                self.frames_lost += len(todo)
+                return
+            if not self._in_file_session:
+                self._open_session(now_us, "resume", tick=first_tick)
+                if not self._in_file_session:
+                    self.frames_lost += len(todo)
+                    return
+            n = self._fit(todo)
+            if n == 0:
+                self._rotate(first_tick)
+                continue
+            part = todo[:n]
+            if not self._write(part):
+                self.frames_lost += len(todo)
+                return
+            todo = todo[n:]
+            if len(todo):
+                self._rotate(int(todo["tick"][0]))
+
+    def end(self, footer: Mapping[str, Any]) -> None:
+        """The session ended; ``footer`` gives ``end_reason``, per-source counters, summaries."""
+        if self._header is None:
+            return
+        if self._in_file_session:
+            self._end_file_session(footer)
+        self._header = None
+
+    def close(self) -> None:
+        """End any open session and close the file (footers written, fsynced)."""
+        if self._header is not None:
+            self.end({"end_reason": "stop"})
+        self._close_file()
+
+    def sync_if_due(self, *, force: bool = False) -> bool:
+        """Flush and fsync when ``fsync_interval_s`` passed since the last one (or ``force``)."""
+        w = self.writer
+        if w is None or self._failing:
+            return False
+        now = self._clock()
+        if not force and now - self._last_sync < self.fsync_interval_s:
+            return False
+        try:
+            w.fsync()
+        except OSError as exc:
+            self._fail(exc, self._start_us)
+            return False
+        self._last_sync = now
+        self._dirty_since = None
+        return True
+
+    def state(self) -> SinkState:
+        w = self.writer
+        return SinkState(
+            path=None if w is None else str(w.path),
+            files=self.files,
+            sessions=self.sessions,
+            frames=self.frames,
+            frames_lost=self.frames_lost,
+            bytes=0 if w is None else w.bytes_written,
+            bytes_total=self.bytes_total,
+            failing=self._failing,
+            last_error=self.last_error,
+            errors=self.errors,
+            unsynced_since_s=None if self._dirty_since is None else self._clock() - self._dirty_since,
+        )
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _fit(self, frames: np.ndarray) -> int:
+        """How many of ``frames`` go in the current file before a rotation."""
+        n = len(frames)
+        w = self.writer
+        if w is None:
+            return n
+        if self.rotate_bytes is not None:
+            room = self.rotate_bytes - w.bytes_written - self._footer_bytes
+            n = min(n, max(0, room // self._frame_size))
+        if self.rotate_us is not None and n:
+            period_us = 1e6 / self.rate_hz
+            ticks = frames["tick"][:n].astype(np.int64)
+            times = self._start_us + np.round(ticks * period_us).astype(np.int64)
+            n = int(np.searchsorted(times - self._file_start_us, self.rotate_us, side="left"))
+        # A fresh file always takes at least one frame, so rotation always makes progress.
+        return max(n, 1) if self._file_frames == 0 else n
+
+    def _rotate(self, next_tick: int) -> None:
+        self._end_file_session({"end_reason": "rotate"})
+        self._close_file()
+        start = self._start_us + round(next_tick * 1e6 / self.rate_hz)
+        self._open_session(start, "rotate", tick=next_tick)
+
+    def _open_session(self, start_us: int, reason: str, *, tick: int) -> None:
+        """Open a file if needed and begin a file-session whose tick 0 is session tick ``tick``."""
+        if self.writer is None and not self._open_file(start_us):
+            return
+        w = self.writer
+        if w is None:  # pragma: no cover - _open_file returned True
+            return
+        header = dict(self._header or {})
+        header["start_timestamp"] = start_us
+        header["start_reason"] = reason
+        try:
+            w.begin_session(header)
+            if self.flush_each_batch:
+                w.flush()
+        except OSError as exc:
+            self._fail(exc, start_us)
+            return
+        self.sessions += 1
+        self._failures = 0
+        self._tick_offset = tick
+        self._in_file_session = True
+        self._fs_first = None
+        self._fs_last = None
+        self._fs_frames = 0
+        self._fs_dropped = 0
+
+    def _open_file(self, start_us: int) -> bool:
+        info = self._header or {}
+        name = render_name(
+            self.template,
+            start_us=start_us,
+            fields={"source": self.source_label, "track": info.get("track"), "car": info.get("car"),
+                    "session_type": info.get("session_type")},
+            seq=self.files,
+        )
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        path = self.output_dir / name
+        stem, k = path.stem, 1
+        while path.exists():
+            path = self.output_dir / f"{stem}-{k}.wrtf"
+            k += 1
+        meta = dict(self.metadata)
+        for key, label in (("track", "Track"), ("car", "Car")):
+            value = info.get(key)
+            if value and label not in meta:
+                meta[label] = str(value)
+        try:
+            self.writer = Writer(path, self.schema, rate_hz=self.rate_hz, start_timestamp_us=max(1, start_us),
+                                 metadata=meta, buffer_bytes=self._buffer_bytes)
+            if self.flush_each_batch:
+                self.writer.flush()
+        except OSError as exc:
+            self.writer = None
+            self._remove_empty(path)
+            self._fail(exc, start_us, path=path)
+            return False
+        self.paths.append(path)
+        self.files += 1
+        self._file_start_us = start_us
+        self._file_frames = 0
+        self._last_sync = self._clock()
+        return True
+
+    def _write(self, frames: np.ndarray) -> bool:
+        w = self.writer
+        if w is None:
+            return False
+        off = self._tick_offset
+        if off:
+            frames = frames.copy()
+            frames["tick"] -= off
+        ticks = frames["tick"]
+        first, last = int(ticks[0]), int(ticks[-1])
+        before = w.bytes_written
+        try:
+            w.write_frames(frames)
+            if self.flush_each_batch:
+                w.flush()
+        except OSError as exc:
+            self._fail(exc, self._start_us + round((first + off) * 1e6 / self.rate_hz))
+            return False
+        if self._fs_last is not None:
+            self._fs_dropped += first - self._fs_last - 1
+        self._fs_dropped += (last - first + 1) - len(frames)
+        if self._fs_first is None:
+            self._fs_first = first
+        self._fs_last = last
+        self._fs_frames += len(frames)
+        self._file_frames += len(frames)
+        self.frames += len(frames)
+        self.bytes_total += w.bytes_written - before
+        if self._dirty_since is None:
+            self._dirty_since = self._clock()
+        return True
+
+    def _end_file_session(self, footer: Mapping[str, Any]) -> None:
+        w = self.writer
+        if w is None or not self._in_file_session:
+            self._in_file_session = False
+            return
+        self._in_file_session = False
+        values = {k: v for k, v in footer.items() if k not in ("frames", "dropped_ticks", "duration_s")}
+        for k, v in self._summary.items():
+            values.setdefault(k, v)
+        span = 0 if self._fs_last is None else self._fs_last - (self._fs_first or 0) + 1
+        values["frames"] = self._fs_frames
+        values["dropped_ticks"] = self._fs_dropped
+        values["duration_s"] = span / self.rate_hz
+        try:
+            w.end_session(values)
+            if self.flush_each_batch:
+                w.flush()
+        except OSError as exc:
+            self._fail(exc, self._start_us)
+        except FormatError:
+            # A footer value that does not fit: keep the file valid with an empty footer.
+            w.end_session({"end_reason": values.get("end_reason", "end"), "frames": self._fs_frames,
+                           "dropped_ticks": self._fs_dropped, "duration_s": span / self.rate_hz})
+
+    def _close_file(self) -> None:
+        w = self.writer
+        if w is None:
+            return
+        self.writer = None
+        self._in_file_session = False
+        try:
+            w.close()
+        except OSError as exc:
+            self._record_error(exc, w.path)
+            if self._file_frames == 0:
+                self._remove_empty(w.path)
+        self._dirty_since = None
+
+    def _remove_empty(self, path: Path) -> None:
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        if path in self.paths:
+            self.paths.remove(path)
+
+    def _record_error(self, exc: OSError, path: Path | None) -> None:
+        self.errors += 1
+        name = errno.errorcode.get(exc.errno or 0, "EIO")
+        self.last_error = f"{path}: {exc.strerror or exc} ({name})"
+
+    def _fail(self, exc: OSError, now_us: int, *, path: Path | None = None) -> None:
+        """An I/O error: close as cleanly as the disk allows, retry later (see module doc)."""
+        w = self.writer
+        self._record_error(exc, path or (w.path if w is not None else None))
+        self._in_file_session = False
+        if w is not None:
+            self.writer = None
+            try:
+                w.close()
+            except OSError:
+                pass  # the writer has truncated back to its last complete record and closed
+            if self._file_frames == 0:
+                self._remove_empty(w.path)
+        self._dirty_since = None
+        self._failures += 1
+        backoff = min(self.retry_us * (1 << min(self._failures - 1, 30)), self.retry_max_us)
+        self._failing = True
+        self._retry_at_us = now_us + backoff
+
+    def _reopen(self, now_us: int, tick: int) -> bool:
+        if now_us < self._retry_at_us:
+            return False
+        self._failing = False
+        self._open_session(now_us, "resume", tick=tick)
+        return self._in_file_session

@@ -1,0 +1,382 @@
+"""The recorder: scheduler events -> sessions, derived channels, file operations.
+
+:class:`Recorder` is split in two halves so that the live daemon never blocks on disk:
+
+* the *engine* (:meth:`Recorder.push`, :meth:`Recorder.advance`, :meth:`Recorder.finish`) runs
+  where samples arrive (the event loop). It drives the :class:`~wrtfd.scheduler.TickScheduler`,
+  runs the derived-channel plug-ins on every frame, builds session headers and footers and
+  returns *operations* (:class:`BeginOp`, :class:`FramesOp`, :class:`EndOp`). No I/O;
+* the *sink* (:meth:`Recorder.apply`, :meth:`Recorder.sync_if_due`, :meth:`Recorder.close`)
+  executes operations with :class:`~wrtfd.recorder.files.FileSink` (the writer thread in the
+  daemon, inline in :func:`replay`).
+
+Virtual times (the scheduler's nanoseconds: monotonic live, recorded when replaying) become
+wall-clock microseconds through one fixed origin ``(virtual_ns, wall_us)`` taken when recording
+starts, so frame times inside a recording never jump with NTP. :func:`replay` takes the origin
+from ``start_timestamp_us`` and the first sample, so the same input gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wrtfd.decoders.base import Sample
+from wrtfd.errors import ConfigError
+from wrtfd.format import Schema
+from wrtfd.recorder.compose import END_REASONS, FOOTER_SOURCE_COUNTERS, TEXT_BYTES, compose_definition
+from wrtfd.recorder.files import DEFAULT_TEMPLATE, FileSink, check_template
+from wrtfd.scheduler import (
+    FrameBlock,
+    MergePolicy,
+    SchedulerConfig,
+    SchedulerEvent,
+    SessionEnded,
+    SessionStarted,
+    SourcePlan,
+    TickScheduler,
+)
+
+__all__ = ["BeginOp", "EndOp", "FramesOp", "Op", "Recorder", "RecorderPolicy", "SourceSpec", "replay"]
+
+_INFO_KEYS = ("track", "car", "session_type")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSpec:
+    """One source of a recording; ``definition`` is its WRTF definition (a dict)."""
+
+    name: str
+    definition: Mapping[str, Any]
+    drives_frames: bool = True
+    stale_after_s: float | None = None
+    use_source_clock: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RecorderPolicy:
+    """Where and how to record. Times in seconds; ``None`` disables a limit.
+
+    ``jitter_s``: how long a tick stays open for late or bunched samples (the frames' latency).
+    ``bunch_s``: the arrival delay an arrival-stamped source may accumulate before a gap counts
+    as a real pause. ``settle_s``: how long the first samples are watched before a session's
+    tick grid is fixed. ``batch_s``: (live) how often frames are handed to the writer thread.
+    """
+
+    output_dir: Path
+    rate_hz: int = 60
+    file_template: str = DEFAULT_TEMPLATE
+    session_idle_s: float | None = 5.0
+    max_session_s: float | None = None
+    rotate_bytes: int | None = None
+    rotate_s: float | None = None
+    rotate_sessions: int | None = None
+    fsync_interval_s: float = 1.0
+    jitter_s: float = 0.1
+    bunch_s: float = 0.035
+    settle_s: float = 0.5
+    merge: str = "last"
+    batch_s: float = 0.05
+    retry_s: float = 1.0
+    retry_max_s: float = 30.0
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    def check(self) -> None:
+        """:raises ConfigError: a value out of range, naming the policy key."""
+        rate = self.rate_hz
+        if not isinstance(rate, int) or isinstance(rate, bool) or not 1 <= rate <= 100_000:
+            raise ConfigError(f"recorder.rate_hz: a whole number of Hz from 1 to 100000, got {rate!r}")
+        for key in ("session_idle_s", "max_session_s", "rotate_s"):
+            v = getattr(self, key)
+            if v is not None and not v > 0:
+                raise ConfigError(f"recorder.{key}: must be > 0 or unset, got {v!r}")
+        for key in ("fsync_interval_s", "jitter_s", "bunch_s", "batch_s", "retry_s", "retry_max_s"):
+            v = getattr(self, key)
+            if not v > 0:
+                raise ConfigError(f"recorder.{key}: must be > 0, got {v!r}")
+        if self.settle_s < 0:
+            raise ConfigError(f"recorder.settle_s: must be >= 0, got {self.settle_s!r}")
+        if self.bunch_s > self.jitter_s:
+            raise ConfigError(f"recorder.bunch_s ({self.bunch_s}) must not exceed jitter_s ({self.jitter_s})")
+        if self.merge not in ("last", "first"):
+            raise ConfigError(f"recorder.merge: 'last' or 'first', got {self.merge!r}")
+        if self.rotate_sessions is not None and self.rotate_sessions < 1:
+            raise ConfigError(f"recorder.rotate_sessions: must be >= 1, got {self.rotate_sessions}")
+        check_template(self.file_template)
+
+
+@dataclass(frozen=True, slots=True)
+class BeginOp:
+    header: Mapping[str, Any]
+    start_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class FramesOp:
+    frames: np.ndarray
+    summary: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EndOp:
+    footer: Mapping[str, Any]
+
+
+Op = BeginOp | FramesOp | EndOp
+
+
+def _text(value: object) -> str:
+    """``value`` as text that fits a header text field (cut on a UTF-8 character boundary)."""
+    raw = str(value).replace("\0", " ").encode("utf-8")[:TEXT_BYTES]
+    return raw.decode("utf-8", errors="ignore")
+
+
+class Recorder:
+    """Scheduler + derived channels + file sink for one recording (see module docstring).
+
+    :raises ConfigError: bad policy, source or plug-in names, or a definition that does not compose.
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[SourceSpec],
+        policy: RecorderPolicy,
+        derived: Sequence[Any] = (),
+        *,
+        metadata: Mapping[str, str] | None = None,
+        origin: tuple[int, int] | None = None,
+        flush_each_batch: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        policy.check()
+        self.policy = policy
+        self.sources = list(sources)
+        self.derived = list(derived)
+        definition = compose_definition([(s.name, s.definition) for s in self.sources], self.derived)
+        try:
+            self.schema = Schema.from_dict(definition)
+        except Exception as exc:  # SchemaError: the message names the path inside the definition
+            raise ConfigError(f"the recording's definition is invalid: {exc}") from exc
+        self.scheduler = TickScheduler(
+            [SourcePlan(s.name, s.drives_frames, s.stale_after_s, s.use_source_clock) for s in self.sources],
+            self.schema.frame_dtype,
+            SchedulerConfig(
+                rate_hz=policy.rate_hz,
+                jitter_s=policy.jitter_s,
+                bunch_s=policy.bunch_s,
+                settle_s=policy.settle_s,
+                session_idle_s=policy.session_idle_s,
+                max_session_s=policy.max_session_s,
+                merge=MergePolicy(policy.merge),
+            ),
+        )
+        meta = {"wrtfd.sources": ", ".join(s.name for s in self.sources), **dict(policy.metadata)}
+        meta.update(metadata or {})
+        drivers = [s.name for s in self.sources if s.drives_frames]
+        self.sink = FileSink(
+            self.schema,
+            output_dir=policy.output_dir,
+            rate_hz=policy.rate_hz,
+            template=policy.file_template,
+            metadata=meta,
+            source_label="+".join(drivers),
+            rotate_bytes=policy.rotate_bytes,
+            rotate_s=policy.rotate_s,
+            rotate_sessions=policy.rotate_sessions,
+            fsync_interval_s=policy.fsync_interval_s,
+            flush_each_batch=flush_each_batch,
+            retry_s=policy.retry_s,
+            retry_max_s=policy.retry_max_s,
+            clock=clock,
+        )
+        self._origin = origin
+        self._rate = policy.rate_hz
+        self._drivers = drivers
+        self.sessions_started = 0
+        self.derived_errors = 0
+        self.frames_out = 0
+        self.dropped_ticks = 0
+
+    # -- engine (no I/O) -------------------------------------------------------------------------
+
+    def set_origin(self, virtual_ns: int, wall_us: int) -> None:
+        """Fix the mapping of virtual time to wall-clock time (once, before the first frame)."""
+        if self._origin is None:
+            self._origin = (virtual_ns, wall_us)
+
+    def wall_us(self, virtual_ns: int) -> int:
+        if self._origin is None:
+            self._origin = (virtual_ns, time.time_ns() // 1000)
+        v0, w0 = self._origin
+        return w0 + (virtual_ns - v0) // 1000
+
+    def push(self, sample: Sample) -> None:
+        self.scheduler.push(sample)
+
+    def advance(self, now_ns: int) -> list[Op]:
+        return self._ops(self.scheduler.advance(now_ns))
+
+    def finish(self, reason: str = "end") -> list[Op]:
+        """Place everything pending and end the session (end of input, stop, shutdown)."""
+        return self._ops(self.scheduler.finish(reason if reason in END_REASONS else "end"))
+
+    def request_new_session(self) -> None:
+        self.scheduler.request_new_session("request")
+
+    def _header(self, ev: SessionStarted) -> dict[str, Any]:
+        header: dict[str, Any] = {"start_reason": ev.reason}
+        order = self._drivers + [s.name for s in self.sources if s.name not in self._drivers]
+        for key in _INFO_KEYS:
+            for name in order:
+                value = ev.info.get(name, {}).get(key)
+                if value:
+                    header[key] = _text(value)
+                    break
+        modes = self.scheduler.clock_modes()
+        header["sources"] = {n: ("source_clock" if m else "arrival") for n, m in modes.items()}
+        return header
+
+    def _footer(self, ev: SessionEnded) -> dict[str, Any]:
+        footer: dict[str, Any] = {"end_reason": ev.reason if ev.reason in END_REASONS else "end"}
+        footer["sources"] = {
+            name: {k: int(c.get(k, 0)) for k in FOOTER_SOURCE_COUNTERS} for name, c in ev.sources.items()
+        }
+        footer.update(self._summaries())
+        return footer
+
+    def _summaries(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for d in self.derived:
+            if getattr(d, "footer_fields", None):
+                try:
+                    out[d.name] = dict(d.summary())
+                except Exception:  # a plug-in's bug must not stop the recording
+                    self.derived_errors += 1
+        return out
+
+    def _ops(self, events: list[SchedulerEvent]) -> list[Op]:
+        ops: list[Op] = []
+        for ev in events:
+            if isinstance(ev, FrameBlock):
+                frames = ev.frames
+                if self.derived:
+                    self._derive(frames)
+                self.frames_out += len(frames)
+                self.dropped_ticks += ev.dropped_ticks
+                ops.append(FramesOp(frames, None))
+            elif isinstance(ev, SessionStarted):
+                self.sessions_started += 1
+                for d in self.derived:
+                    try:
+                        d.start_session()
+                    except Exception:  # a plug-in's bug must not stop the recording
+                        self.derived_errors += 1
+                ops.append(BeginOp(self._header(ev), self.wall_us(ev.start_ns)))
+            else:
+                ops.append(EndOp(self._footer(ev)))
+        return ops
+
+    def _derive(self, frames: np.ndarray) -> None:
+        ticks = frames["tick"]
+        rate = float(self._rate)
+        for i in range(len(frames)):
+            row = frames[i]
+            t = float(ticks[i]) / rate
+            for d in self.derived:
+                try:
+                    d.compute(row, t)
+                except Exception:  # a plug-in's bug must not stop the recording
+                    self.derived_errors += 1
+
+    # -- sink (I/O: the writer thread live, inline in replay) --------------------------------------
+
+    def apply(self, ops: Iterable[Op]) -> None:
+        sink = self.sink
+        for op in _coalesce(ops):
+            if isinstance(op, FramesOp):
+                sink.frames_block(op.frames, op.summary)
+            elif isinstance(op, BeginOp):
+                sink.begin(op.header, op.start_us)
+            else:
+                sink.end(op.footer)
+
+    def sync_if_due(self, *, force: bool = False) -> bool:
+        return self.sink.sync_if_due(force=force)
+
+    def close(self) -> None:
+        self.sink.close()
+
+    @property
+    def paths(self) -> list[Path]:
+        return list(self.sink.paths)
+
+
+def _join(arrays: list[np.ndarray]) -> np.ndarray:
+    """Concatenate keeping the exact dtype (np.concatenate would repack padded structs)."""
+    if len(arrays) == 1:
+        return arrays[0]
+    out = np.empty(sum(len(a) for a in arrays), dtype=arrays[0].dtype)
+    i = 0
+    for a in arrays:
+        out[i : i + len(a)] = a
+        i += len(a)
+    return out
+
+
+def _coalesce(ops: Iterable[Op]) -> list[Op]:
+    """Join consecutive frame operations into one array (one write instead of many)."""
+    out: list[Op] = []
+    run: list[np.ndarray] = []
+    for op in ops:
+        if isinstance(op, FramesOp) and op.summary is None:
+            run.append(op.frames)
+            continue
+        if run:
+            out.append(FramesOp(_join(run)))
+            run = []
+        out.append(op)
+    if run:
+        out.append(FramesOp(_join(run)))
+    return out
+
+
+def replay(
+    samples: Iterable[Sample],
+    sources: Sequence[SourceSpec],
+    policy: RecorderPolicy,
+    *,
+    start_timestamp_us: int,
+    metadata: Mapping[str, str] | None = None,
+    derived: Sequence[Any] = (),
+    batch_frames: int = 8192,
+) -> list[Path]:
+    """Record ``samples`` (in receive order) as the daemon would; returns the files written.
+
+    Driven by the samples' ``rx_ns`` only: the same samples and ``start_timestamp_us`` give the
+    same bytes. ``start_timestamp_us`` is the wall-clock time of the first sample's ``rx_ns``.
+    """
+    rec = Recorder(sources, policy, derived, metadata=metadata, flush_each_batch=False)
+    pending: list[Op] = []
+    queued = 0
+    try:
+        for sample in samples:
+            if rec._origin is None:
+                rec.set_origin(sample.rx_ns, start_timestamp_us)
+            ops = rec.advance(sample.rx_ns)
+            if ops:
+                pending.extend(ops)
+                queued += sum(len(o.frames) for o in ops if isinstance(o, FramesOp))
+                if queued >= batch_frames:
+                    rec.apply(pending)
+                    pending, queued = [], 0
+            rec.push(sample)
+        pending.extend(rec.finish("end"))
+        rec.apply(pending)
+    finally:
+        rec.close()
+    return rec.paths

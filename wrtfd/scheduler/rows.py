@@ -1,0 +1,119 @@
+"""Precompiled writes of one source's values into the held frame row.
+
+The held row is one structured record of the file's frame dtype; a source owns the struct field
+named after it. Everything that depends on the layout (views per channel, which channels are
+floats, whether the fast path applies) is worked out once here, so applying a sample costs one
+numpy store per channel touched, or one store for the whole source when the sample carries
+every channel of an all-float source (the common case for game telemetry).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["SourceRow"]
+
+_NAN = math.nan
+
+
+def _store(view: np.ndarray, value: Any) -> None:
+    """Store ``value`` into ``view`` (a (1, ...) view); nested mappings for structs."""
+    names = view.dtype.names
+    if names:
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if key not in names:
+                    raise KeyError(key)
+                _store(view[key], item)
+            return
+        if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and view.ndim >= 2:
+            if len(value) != view.shape[1]:
+                raise ValueError(f"expected {view.shape[1]} items, got {len(value)}")
+            for i, item in enumerate(value):
+                _store(view[:, i], item)
+            return
+        raise TypeError(f"expected a mapping for a struct, got {type(value).__name__}")
+    if isinstance(value, (str, bytes)) and view.dtype == np.uint8 and view.ndim == 2:
+        raw = value.encode("utf-8") if isinstance(value, str) else value
+        raw = raw[: view.shape[1]]
+        buf = np.zeros(view.shape[1], dtype=np.uint8)
+        buf[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+        view[0] = buf
+        return
+    view[0] = value
+
+
+class SourceRow:
+    """Writes of one source into ``held[field]`` (``held`` is a 1-element structured array)."""
+
+    __slots__ = ("_flat", "_flat_names", "_float_views", "_scalar", "_views", "names")
+
+    def __init__(self, held: np.ndarray, field: str) -> None:
+        sub = held[field]
+        dt = sub.dtype
+        self.names: tuple[str, ...] = tuple(dt.names or ())
+        self._views: dict[str, np.ndarray] = {n: sub[n] for n in self.names}
+        self._scalar: dict[str, bool] = {
+            n: not dt.fields[n][0].names and dt.fields[n][0].shape == () for n in self.names  # type: ignore[index]
+        }
+        self._float_views: dict[str, np.ndarray] = {}
+        for n in self.names:
+            fdt = dt.fields[n][0]  # type: ignore[index]
+            base = fdt.base if fdt.shape else fdt
+            if base.kind == "f":
+                self._float_views[n] = self._views[n]
+        # Fast path: every channel a scalar of one float dtype, packed with no holes.
+        self._flat: np.ndarray | None = None
+        self._flat_names: tuple[str, ...] = ()
+        if self.names and len(self._float_views) == len(self.names) and all(self._scalar.values()):
+            kinds = {dt.fields[n][0] for n in self.names}  # type: ignore[index]
+            offsets = sorted((dt.fields[n][1], n) for n in self.names)  # type: ignore[index]
+            if len(kinds) == 1:
+                fdt = next(iter(kinds))
+                size = fdt.itemsize
+                packed = all(off == offsets[0][0] + i * size for i, (off, _) in enumerate(offsets))
+                if packed and held.flags.c_contiguous:
+                    start = held.dtype.fields[field][1] + offsets[0][0]  # type: ignore[index]
+                    raw = held.view(np.uint8)[start : start + size * len(offsets)]
+                    self._flat = raw.view(fdt)
+                    self._flat_names = tuple(n for _, n in offsets)
+
+    def apply(self, values: Mapping[str, object]) -> tuple[int, int]:
+        """Store the values; return ``(unknown_channels, bad_values)`` (both 0 normally)."""
+        flat = self._flat
+        if flat is not None and len(values) == len(self._flat_names):
+            try:
+                flat[:] = [values[n] for n in self._flat_names]
+                return 0, 0
+            except (KeyError, TypeError, ValueError, OverflowError):
+                pass  # fall back to the per-channel path, which says what was wrong
+        unknown = bad = 0
+        views = self._views
+        scalar = self._scalar
+        for name, value in values.items():
+            view = views.get(name)
+            if view is None:
+                unknown += 1
+                continue
+            try:
+                if scalar[name]:
+                    view[0] = value
+                else:
+                    _store(view, value)
+            except (KeyError, TypeError, ValueError, OverflowError):
+                bad += 1
+        return unknown, bad
+
+    def mark_stale(self, names: frozenset[str] | None = None) -> None:
+        """Set float channels to NaN (all of them, or the ``names`` given)."""
+        for name, view in self._float_views.items():
+            if names is None or name in names:
+                view[...] = _NAN
+
+    @property
+    def all_names(self) -> frozenset[str]:
+        return frozenset(self.names)

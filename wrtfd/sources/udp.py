@@ -1,0 +1,283 @@
+"""UDP listener source: one bound socket, one protocol decoder, counted drops.
+
+A game sends datagrams to the configured address and port; each one is stamped with
+``time.monotonic_ns()`` when read, checked against the optional sender allowlist and the size
+bound, decoded, and handed to the sink. Every datagram ends up either decoded or counted in
+``stats.dropped`` under one reason:
+
+``too_large`` (over ``max_datagram_bytes``), ``sender_not_allowed``, the decoder's
+:class:`~wrtfd.errors.DecodeError` reason (``wrong_size``, ``unknown_format``, ...),
+``decoder_error`` (a decoder bug: logged once, never fatal), ``queue_full`` (the recorder's
+intake refused it), ``kernel_overflow`` (the socket buffer overflowed before we read: Linux
+reports the count with ``SO_RXQ_OVFL``), ``socket_error`` (e.g. ICMP errors surfacing on recv).
+
+The socket is read directly (non-blocking ``recvmsg`` driven by :func:`anyio.wait_readable`)
+rather than through anyio's UDP stream, whose 100-entry internal queue drops silently when the
+loop is busy: here the only queue is the kernel's, bounded by ``rcvbuf_bytes`` and accounted.
+
+A change of the decoder's ``session_key`` (F1 ``sessionUID``, the Forza / DiRT session
+counter, the AC handshake) sets ``new_session`` on the sample that carries it.
+
+Lifecycle: ``STARTING -> (bound) LISTENING -> (first datagram) RECEIVING ... cancelled -> STOPPED``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+import struct
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import anyio
+
+from wrtfd.decoders.base import Decoder, Sample
+from wrtfd.errors import ConfigError, DecodeError, SourceError
+from wrtfd.sources.base import SampleSink, SinkFull, SourceState, SourceStats
+
+__all__ = ["DatagramSocket", "SenderAllowlist", "UdpSource"]
+
+log = logging.getLogger("wrtfd.sources.udp")
+
+#: Largest UDP payload over IPv4.
+MAX_UDP_PAYLOAD = 65507
+#: Linux socket option: report the count of datagrams the kernel dropped (cmsg on recvmsg).
+_SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40 if sys.platform.startswith("linux") else None)
+_U32 = struct.Struct("=I")
+#: Datagrams read per wake-up before yielding to other tasks.
+DEFAULT_BATCH = 256
+
+
+class SenderAllowlist:
+    """Which sender addresses may feed a source: IPs or networks (``192.168.1.0/24``)."""
+
+    __slots__ = ("_cache", "_exact", "_networks")
+
+    def __init__(self, entries: Iterable[str]) -> None:
+        self._exact: set[str] = set()
+        self._networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+        for entry in entries:
+            try:
+                net = ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ConfigError(f"allow_from: {entry!r} is not an IP address or network") from None
+            if net.num_addresses == 1:
+                self._exact.add(str(net.network_address))
+            else:
+                self._networks.append(net)
+        self._cache: dict[str, bool] = {}
+
+    def allows(self, host: str) -> bool:
+        if host in self._exact:
+            return True
+        hit = self._cache.get(host)
+        if hit is None:
+            try:
+                addr = ipaddress.ip_address(host.split("%", 1)[0])
+            except ValueError:
+                return False
+            hit = any(addr in net for net in self._networks)
+            if len(self._cache) >= 1024:  # bounded: a spoofing flood must not grow memory
+                self._cache.clear()
+            self._cache[host] = hit
+        return hit
+
+
+class DatagramSocket:
+    """A bound non-blocking UDP socket with kernel drop accounting. Closing is idempotent."""
+
+    def __init__(self, host: str, port: int, *, rcvbuf_bytes: int | None = 1 << 20) -> None:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            sock.setblocking(False)
+            if rcvbuf_bytes:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf_bytes)
+            self.overflow_supported = False
+            if _SO_RXQ_OVFL is not None:
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, _SO_RXQ_OVFL, 1)
+                    self.overflow_supported = True
+                except OSError:
+                    pass
+            sock.bind((host, port))
+        except OSError as e:
+            sock.close()
+            raise SourceError(f"cannot bind UDP {host}:{port}: {e.strerror or e}") from e
+        self.sock = sock
+        self._ancbuf = socket.CMSG_SPACE(4) if self.overflow_supported else 0
+        self._kernel_dropped = 0
+
+    @property
+    def local_address(self) -> tuple[str, int]:
+        addr = self.sock.getsockname()
+        return str(addr[0]), int(addr[1])
+
+    def receive(self, max_bytes: int) -> tuple[bytes, Any, int, int] | None:
+        """One datagram ``(data, address, flags, new kernel drops)``, or None when none is waiting.
+
+        :raises OSError: socket errors other than "would block".
+        """
+        try:
+            data, anc, flags, addr = self.sock.recvmsg(max_bytes, self._ancbuf)
+        except BlockingIOError:
+            return None
+        dropped = 0
+        for level, kind, payload in anc:
+            if level == socket.SOL_SOCKET and kind == _SO_RXQ_OVFL and len(payload) >= 4:
+                (total,) = _U32.unpack_from(payload)
+                dropped = (total - self._kernel_dropped) & 0xFFFFFFFF
+                self._kernel_dropped = total
+        return data, addr, flags, dropped
+
+    async def wait_readable(self) -> None:
+        await anyio.wait_readable(self.sock)
+
+    def send_to(self, data: bytes, address: tuple[str, int]) -> None:
+        """Best-effort send (UDP): a full buffer or an unreachable peer raises OSError."""
+        self.sock.sendto(data, address)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class UdpSource:
+    """Listens on ``host:port`` and decodes every datagram with ``decoder``.
+
+    ``allow_from``: sender IPs / networks accepted (None: anyone). ``max_datagram_bytes``: larger
+    datagrams are dropped as ``too_large``. ``rcvbuf_bytes``: the kernel receive buffer (the
+    only queue on the receive path). ``port`` 0 binds an ephemeral port (see ``local_address``).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        decoder: Decoder,
+        *,
+        host: str = "0.0.0.0",
+        port: int,
+        allow_from: Iterable[str] | None = None,
+        max_datagram_bytes: int = 2048,
+        rcvbuf_bytes: int | None = 1 << 20,
+        batch: int = DEFAULT_BATCH,
+    ) -> None:
+        if not 1 <= max_datagram_bytes <= MAX_UDP_PAYLOAD:
+            raise ConfigError(
+                f"{name}: max_datagram_bytes {max_datagram_bytes} is not in 1..{MAX_UDP_PAYLOAD}"
+            )
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"{name}: port {port} is not in 0..65535")
+        self.name = name
+        self.decoder = decoder
+        self.host = host
+        self.port = port
+        self.allow = SenderAllowlist(allow_from) if allow_from is not None else None
+        self.max_datagram_bytes = max_datagram_bytes
+        self.rcvbuf_bytes = rcvbuf_bytes
+        self.batch = max(1, batch)
+        self.stats = SourceStats()
+        self._socket: DatagramSocket | None = None
+        self._decoder_bug_logged = False
+
+    @property
+    def local_address(self) -> tuple[str, int] | None:
+        """The bound address (None before ``run`` has bound the socket)."""
+        return self._socket.local_address if self._socket is not None else None
+
+    async def run(self, sink: SampleSink, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Bind, report started, then receive until cancelled.
+
+        :raises SourceError: the address cannot be bound (in use, no permission).
+        """
+        self.stats.set_state(SourceState.STARTING)
+        try:
+            sock = DatagramSocket(self.host, self.port, rcvbuf_bytes=self.rcvbuf_bytes)
+        except SourceError as e:
+            self.stats.set_state(SourceState.FAILED, str(e))
+            raise
+        self._socket = sock
+        host, port = sock.local_address
+        self.stats.set_state(SourceState.LISTENING, f"udp {host}:{port}")
+        log.info("%s: listening on udp %s:%d", self.name, host, port)
+        try:
+            task_status.started()
+            await self._loop(sock, sink)
+        finally:
+            sock.close()
+            self.stats.set_state(SourceState.STOPPED)
+
+    async def _loop(self, sock: DatagramSocket, sink: SampleSink) -> None:
+        handle = self._handler(sink)
+        read_size = self.max_datagram_bytes + 1  # one more byte tells "too large" apart
+        batch = self.batch
+        dropped = self.stats.dropped
+        while True:
+            await sock.wait_readable()
+            for _ in range(batch):
+                try:
+                    got = sock.receive(read_size)
+                except OSError as e:
+                    dropped.add("socket_error")
+                    log.debug("%s: recv error %s", self.name, e)
+                    continue
+                if got is None:
+                    break
+                data, addr, flags, kernel_dropped = got
+                if kernel_dropped:
+                    dropped.add("kernel_overflow", kernel_dropped)
+                handle(data, addr, flags)
+
+    def _handler(self, sink: SampleSink) -> Callable[[bytes, Any, int], None]:
+        stats = self.stats
+        dropped = stats.dropped
+        decode = self.decoder.decode
+        allow = self.allow
+        limit = self.max_datagram_bytes
+        name = self.name
+        from_decoded = Sample.from_decoded
+        monotonic_ns = time.monotonic_ns
+        truncated = socket.MSG_TRUNC
+        last_key: list[object] = [None]  # the decoder's session key (F1 sessionUID ...) seen last
+
+        def handle(data: bytes, addr: Any, flags: int) -> None:
+            rx_ns = monotonic_ns()
+            stats.received += 1
+            stats.bytes += len(data)
+            stats.last_rx_ns = rx_ns
+            if stats.state is not SourceState.RECEIVING:
+                stats.set_state(SourceState.RECEIVING, f"from {addr[0]}:{addr[1]}")
+            if allow is not None and not allow.allows(addr[0]):
+                dropped.add("sender_not_allowed")
+                return
+            if len(data) > limit or flags & truncated:
+                dropped.add("too_large")
+                return
+            try:
+                decoded = decode(data)
+            except DecodeError as e:
+                dropped.add(e.reason)
+                return
+            except Exception:  # a decoder bug must not stop recording: count it, log it once
+                dropped.add("decoder_error")
+                if not self._decoder_bug_logged:
+                    self._decoder_bug_logged = True
+                    log.exception("%s: decoder failed on a %d-byte datagram", name, len(data))
+                return
+            if decoded is None:
+                return
+            key = decoded.session_key
+            changed = False
+            if key is not None and key != last_key[0]:
+                changed = last_key[0] is not None
+                last_key[0] = key
+            try:
+                sink(from_decoded(name, rx_ns, decoded, new_session=changed))
+            except SinkFull:
+                dropped.add("queue_full")
+                return
+            stats.samples += 1
+
+        return handle

@@ -1,0 +1,112 @@
+"""Laps of a recorded session, re-detected from its positions after the fact.
+
+Works on the numpy frames of a WRTF session (any reader gives them) and needs no recorder:
+``wrtfd laps`` and ``wrtfd plot`` use it, and it is what to run when the live detection was off
+(wrong track configured, none at all, a lap-line moved in the track file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from wrtfd.errors import TrackError
+from wrtfd.tracks.geometry import LanePath
+from wrtfd.tracks.lapchannels import POSITION_FIELDS, PositionFields
+from wrtfd.tracks.laps import Lap, LapDetector, timing_sectors
+from wrtfd.tracks.model import Track
+
+__all__ = ["SessionLaps", "analyse_frames", "find_position_fields", "position_arrays"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLaps:
+    laps: list[Lap]
+    lap_number: npt.NDArray[np.int64]  # per frame (held where the position is missing)
+    lap_distance_m: npt.NDArray[np.float64]
+    valid: npt.NDArray[np.bool_]  # frames that had a usable position
+    sectors_m: tuple[float, ...]
+    lap_length_m: float
+
+    @property
+    def best(self) -> Lap | None:
+        return min(self.laps, key=lambda lap: lap.time_s, default=None)
+
+
+def find_position_fields(dtype: np.dtype, source: str | None = None) -> tuple[str | None, PositionFields]:
+    """Find which source struct of a frame dtype holds positions, and under which names.
+
+    :raises TrackError: when none (or, with ``source``, not that one) has known position fields.
+    """
+    names = dtype.names or ()
+    candidates: list[str | None] = [source] if source is not None else [n for n in names if n != "tick"]
+    if source is None:
+        candidates.append(None)  # a single-source file with the fields at the top level
+    for cand in candidates:
+        sub = dtype if cand is None else (dtype[cand] if cand in names else None)
+        if sub is None or sub.names is None:
+            continue
+        for pos in POSITION_FIELDS.values():
+            if pos.x in sub.names and pos.z in sub.names:
+                active = pos.active if pos.active is not None and pos.active in sub.names else None
+                return cand, PositionFields(pos.x, pos.z, pos.z_sign, active)
+    where = f"source {source!r}" if source else "any source"
+    raise TrackError(
+        f"no position channels in {where} of this recording (known: forza, f1, outsim, codemasters)"
+    )
+
+
+def position_arrays(
+    frames: np.ndarray, source: str | None, pos: PositionFields
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Track x, z and a validity mask (finite, not the menus' exact zeros, active) for every frame."""
+    sub = frames if source is None else frames[source]
+    x = np.asarray(sub[pos.x], dtype=np.float64)
+    z = np.asarray(sub[pos.z], dtype=np.float64) * pos.z_sign
+    ok = np.isfinite(x) & np.isfinite(z) & ~((x == 0.0) & (z == 0.0))
+    if pos.active is not None:
+        ok &= np.asarray(sub[pos.active]).astype(bool)
+    return x, z, ok
+
+
+def analyse_frames(
+    frames: np.ndarray,
+    times_s: npt.ArrayLike,
+    track: Track,
+    *,
+    source: str | None = None,
+    position: PositionFields | None = None,
+    lane: int = 0,
+    max_speed_mps: float = 150.0,
+) -> SessionLaps:
+    """Detect laps and timing sectors in one session's frames.
+
+    :raises TrackError: no position channels, or times and frames of different lengths.
+    """
+    t = np.asarray(times_s, dtype=np.float64)
+    if len(t) != len(frames):
+        raise TrackError(f"{len(frames)} frames but {len(t)} times")
+    if position is None:
+        source, position = find_position_fields(frames.dtype, source)
+    path = LanePath(track, lane)
+    sectors_m = timing_sectors(track, path)
+    x, z, ok = position_arrays(frames, source, position)
+    n = len(frames)
+    lap_number = np.zeros(n, dtype=np.int64)
+    lap_distance = np.zeros(n, dtype=np.float64)
+    det = LapDetector(path, sectors_m=sectors_m, max_speed_mps=max_speed_mps)
+    if ok.any():
+        idx = np.flatnonzero(ok)
+        s_all, _, _ = path.project_many(x[idx], z[idx])
+        lap, dist = 0, 0.0
+        j = 0
+        for i in range(n):
+            if ok[i]:
+                st = det.update_distance(float(t[i]), float(s_all[j]))
+                j += 1
+                lap, dist = st.lap, st.lap_distance_m
+            lap_number[i] = lap
+            lap_distance[i] = dist
+    return SessionLaps(list(det.laps), lap_number, lap_distance, ok, sectors_m, path.length_m)
