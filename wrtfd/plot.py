@@ -103,8 +103,12 @@ def plot_session(
     from wrtfd.tracks.render import draw_track, require_matplotlib
 
     plt = require_matplotlib()
+    from matplotlib.ticker import MaxNLocator
+
     src, pos = find_position_fields(frames.dtype, source)
     x, z, ok = position_arrays(frames, src, pos)
+    if not ok.any():
+        raise TrackError("no positions to plot in this session (the car was never driven)")
     laps: SessionLaps | None = None
     if track is not None:
         laps = analyse_frames(frames, times_s, track, source=src, position=pos)
@@ -146,6 +150,7 @@ def plot_session(
         ax_pedal.set_ylabel("throttle / -brake")
         ax_pedal.set_ylim(-1.05, 1.05)
         ax_gear.set_ylabel("gear")
+        ax_gear.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax_gear.set_xlabel("lap distance (m)")
         for ax in (ax_speed, ax_pedal, ax_gear):
             ax.grid(True, alpha=0.3)

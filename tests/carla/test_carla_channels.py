@@ -6,6 +6,8 @@ import carla_scenario as sc
 import numpy as np
 import pytest
 from carla_writer import Actor, CarlaWriter, collision, event_add, event_del, position
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wrtfd.carla.channels import (
     AllVehiclesChannels,
@@ -38,7 +40,10 @@ def test_resolve_actor(frames) -> None:  # type: ignore[no-untyped-def]
 
 def _schema(definition: dict) -> Schema:  # type: ignore[type-arg]
     """The source definition as a whole WRTF definition (the recorder adds its own session header)."""
-    session = {"description": "test", "header": {"fields": [{"name": "n", "type": "uint8", "description": "n"}]}}
+    session = {
+        "description": "test",
+        "header": {"fields": [{"name": "n", "type": "uint8", "description": "n"}]},
+    }
     return Schema.from_dict({**definition, "session": session})
 
 
@@ -69,7 +74,7 @@ def test_single_actor_values_exact(frames) -> None:  # type: ignore[no-untyped-d
             )
             assert expected_vx == pytest.approx(10.0)
         assert (r["vx_mps"], r["vy_mps"], r["vz_mps"]) == (expected_vx, 0.0, 0.0)
-        assert r["speed_mps"] == expected_vx
+        assert np.float32(r["speed_mps"]) == np.float32(expected_vx)  # as stored (float32)
         _, steering, throttle, brake, handbrake, gear = sc.hero_controls(n)
         assert (r["steering"], r["throttle"], r["brake"], r["handbrake"], r["gear"]) == (
             steering,
@@ -154,3 +159,47 @@ def test_slots_are_reused_only_after_delete() -> None:
 def test_max_vehicles_must_be_positive() -> None:
     with pytest.raises(ValueError):
         AllVehiclesChannels(0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.lists(st.integers(1, 12), max_size=4), st.lists(st.integers(1, 12), max_size=4)),
+        min_size=1,
+        max_size=25,
+    ),
+    st.integers(1, 5),
+)
+def test_property_slots_never_shared_while_alive(steps, max_vehicles) -> None:  # type: ignore[no-untyped-def]
+    """Random adds/deletes: an alive vehicle keeps its slot; a slot holds one vehicle at a time."""
+    w = CarlaWriter()
+    alive: set[int] = set()
+    for adds, dels in steps:
+        w.start_frame(0.05)
+        new = sorted(set(adds) - alive)
+        if new:
+            w.add(event_add([Actor(i, 1, f"vehicle.{i}") for i in new]))
+        gone = sorted(set(dels) & (alive | set(new)))
+        if gone:
+            w.add(event_del(gone))
+        alive = (alive | set(new)) - set(gone)
+        w.add(position([(i, (float(i), 0.0, 0.0), (0.0, 0.0, 0.0)) for i in sorted(alive)]))
+        w.end_frame()
+    ch = AllVehiclesChannels(max_vehicles)
+    held: dict[int, int] = {}  # actor -> slot
+    alive = set()
+    for frame in read_recording(w.getvalue()).frames:
+        row = ch.update(frame)
+        alive = (alive | {a.actor_id for a in frame.adds}) - set(frame.deletes)
+        ids = row["actor_id"].tolist()
+        in_slots = [i for i in ids if i]
+        assert len(in_slots) == len(set(in_slots)) and set(in_slots) <= alive
+        for actor, slot in held.items():
+            if actor in alive:
+                assert ids[slot] == actor  # never moved nor displaced while alive
+        held = {i: s for s, i in enumerate(ids) if i}
+        assert row["vehicle_count"] == len(alive)
+        assert row["vehicles_without_slot"] == len(alive) - len(in_slots)
+        assert len(in_slots) <= max_vehicles
+        for s, i in enumerate(ids):
+            assert row["x_m"][s] == (i / 100.0 if i else 0.0)

@@ -281,3 +281,32 @@ def test_property_garbage_never_crashes(tail: bytes, cut: int) -> None:
     assert r.end_offset <= len(data)
     for frame in r.frames:
         assert frame.offset < r.end_offset
+
+
+_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2**32 - 1),
+            st.integers(0, 255),
+            _text,
+            st.lists(st.tuples(st.integers(0, 255), _text, _text), max_size=4),
+        ),
+        max_size=6,
+    )
+)
+def test_property_event_add_round_trip(actors) -> None:  # type: ignore[no-untyped-def]
+    w = CarlaWriter()
+    w.start_frame(0.0)
+    w.add(event_add([Actor(i, t, d, description_uid=i ^ 7, attributes=a) for i, t, d, a in actors]))
+    w.end_frame()
+    r = read_recording(w.getvalue())
+    assert r.problems == []
+    got = r.frames[0].adds
+    assert [(a.actor_id, a.actor_type, a.description_id, a.description_uid) for a in got] == [
+        (i, t, d, i ^ 7) for i, t, d, _ in actors
+    ]
+    assert [[(x.type, x.id, x.value) for x in a.attributes] for a in got] == [a for *_, a in actors]

@@ -104,3 +104,42 @@ def test_simulate_bad_arguments() -> None:
         timeout=60,
     )
     assert r.returncode == 2 and "cannot read track file" in r.stderr
+
+
+def test_simulate_record_without_network(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wrtfd",
+            "simulate",
+            "--protocol",
+            "outsim",
+            "--track",
+            "config/tracks/kart.trk",
+            "--record",
+            str(tmp_path),
+            "--laps",
+            "2",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    (path,) = summary["files"]
+    laps = subprocess.run(
+        [sys.executable, "-m", "wrtfd", "laps", path, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert laps.returncode == 0, laps.stderr
+    found = [lap for s in json.loads(laps.stdout)["sessions"] for lap in s["laps"]]
+    assert [lap["lap"] for lap in found] == [1, 2]
+    for got, ref in zip(found, summary["laps"], strict=True):
+        assert abs(got["time_s"] - ref["time_s"]) <= 1 / 60

@@ -56,3 +56,9 @@ def test_show_writes_a_map(tmp_path: Path) -> None:
     assert len(np.unique(img.reshape(-1, img.shape[2])[:, :3].round(2), axis=0)) > 20
     red = (img[..., 0] > 0.9) & (img[..., 1] < 0.2) & (img[..., 2] < 0.2)
     assert red.sum() > 20
+
+
+def test_show_of_a_broken_lane_is_one_error_line(tmp_path: Path) -> None:
+    r = wrtfd("track", "show", str(DATA / "broken" / "index-range.trk"), "-o", str(tmp_path / "x.png"))
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "vertex index out of range" in r.stderr

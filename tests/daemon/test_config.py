@@ -93,13 +93,20 @@ def test_range_and_pattern_errors() -> None:
     with pytest.raises(ConfigError, match=r"sources\[0\].port: expected less than or equal to 65535"):
         parse_config({"sources": [{"kind": "udp", "protocol": "forza", "port": 70000}]}, "c.toml")
     with pytest.raises(ConfigError, match=r"sources\[0\].name: expected a lowercase identifier"):
-        parse_config({"sources": [{"kind": "udp", "protocol": "forza", "port": 1, "name": "Bad Name"}]}, "c.toml")
+        parse_config(
+            {"sources": [{"kind": "udp", "protocol": "forza", "port": 1, "name": "Bad Name"}]}, "c.toml"
+        )
     with pytest.raises(ConfigError, match=r"status.host: expected an IP address"):
-        parse_config({"sources": [{"kind": "udp", "protocol": "forza", "port": 1}], "status": {"host": "lan"}}, "c")
+        parse_config(
+            {"sources": [{"kind": "udp", "protocol": "forza", "port": 1}], "status": {"host": "lan"}}, "c"
+        )
 
 
 def test_sources_must_be_unique_by_name_and_port() -> None:
-    two = [{"kind": "udp", "protocol": "forza", "port": 5300}, {"kind": "udp", "protocol": "forza", "port": 5301}]
+    two = [
+        {"kind": "udp", "protocol": "forza", "port": 5300},
+        {"kind": "udp", "protocol": "forza", "port": 5301},
+    ]
     with pytest.raises(ConfigError, match="both named 'forza'"):
         parse_config({"sources": two}, "c.toml")
     same_port = [
@@ -128,7 +135,9 @@ def test_missing_file(tmp_path: Path) -> None:
 
 def test_unknown_protocol_and_wrong_transport(tmp_path: Path) -> None:
     path = _write(tmp_path, '[[sources]]\nkind = "udp"\nprotocol = "pigeon"\nport = 1\n')
-    with pytest.raises(ConfigError, match=r"sources\[0\].protocol: unknown protocol 'pigeon'; known: .*forza"):
+    with pytest.raises(
+        ConfigError, match=r"sources\[0\].protocol: unknown protocol 'pigeon'; known: .*forza"
+    ):
         load_config(path)
     path = _write(tmp_path, '[[sources]]\nkind = "udp"\nprotocol = "nmea"\nport = 1\n')
     with pytest.raises(ConfigError, match=r"'nmea' is a serial protocol, but this source is kind = 'udp'"):
@@ -147,7 +156,9 @@ def test_state_and_configuration_directories(tmp_path: Path) -> None:
     assert resolve_config_path(Path("x.toml"), env) == Path("x.toml")
     loaded = load_effective_config(None, {**env, "STATE_DIRECTORY": str(tmp_path / "state")})
     assert loaded.origin == str(conf / "wrtfd.toml")
-    assert loaded.output_dir({"STATE_DIRECTORY": str(tmp_path / "state")}) == tmp_path / "state" / "recordings"
+    assert (
+        loaded.output_dir({"STATE_DIRECTORY": str(tmp_path / "state")}) == tmp_path / "state" / "recordings"
+    )
 
 
 def test_default_config_one_listener_per_port_and_state_dir() -> None:
@@ -183,11 +194,16 @@ def test_example_configs_parse(path: Path) -> None:
 def test_show_output_round_trips_to_the_same_config() -> None:
     data = {
         "sources": [
-            {"kind": "udp", "protocol": "forza", "port": 5300, "options": {"game": "fm2023"},
-             "mapping": {"include": ["speed", "rpm"], "rename": {"rpm": "engine_rpm"}}},
+            {
+                "kind": "udp",
+                "protocol": "forza",
+                "port": 5300,
+                "options": {"game": "fm2023"},
+                "mapping": {"include": ["speed", "rpm"], "rename": {"rpm": "engine_rpm"}},
+            },
             {"kind": "serial", "name": "gps", "protocol": "nmea", "device": "/dev/ttyACM0", "baudrate": 9600},
         ],
-        "recorder": {"metadata": {"Track": "Spa \"GP\"", "Driver": "Ä"}, "rotate_bytes": 1 << 30},
+        "recorder": {"metadata": {"Track": 'Spa "GP"', "Driver": "Ä"}, "rotate_bytes": 1 << 30},
     }
     cfg = parse_config(data, "c.toml")
     text = dumps(cfg.model_dump(mode="json"))
@@ -199,11 +215,16 @@ def test_show_output_round_trips_to_the_same_config() -> None:
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
 
 
-@given(metadata=st.dictionaries(_text, _text, max_size=5), rate=st.integers(1, 1000),
-       fsync=st.floats(0.001, 1000, allow_nan=False))
+@given(
+    metadata=st.dictionaries(_text, _text, max_size=5),
+    rate=st.integers(1, 1000),
+    fsync=st.floats(0.001, 1000, allow_nan=False),
+)
 def test_dumps_round_trip_property(metadata: dict[str, str], rate: int, fsync: float) -> None:
     cfg = Config.model_validate(
-        {"sources": [{"kind": "udp", "protocol": "forza", "port": 5300}],
-         "recorder": {"metadata": metadata, "rate_hz": rate, "fsync_interval_s": fsync}}
+        {
+            "sources": [{"kind": "udp", "protocol": "forza", "port": 5300}],
+            "recorder": {"metadata": metadata, "rate_hz": rate, "fsync_interval_s": fsync},
+        }
     )
     assert parse_config(tomllib.loads(dumps(cfg.model_dump(mode="json"))), "p") == cfg

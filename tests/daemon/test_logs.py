@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import logging
 import os
 import tempfile
@@ -66,7 +67,7 @@ def test_rate_limiter_never_passes_two_within_interval(times: list[float], inter
         suppressed_total += held
         if ok:
             passed.append(t)
-    assert all(b - a >= interval for a, b in zip(passed, passed[1:], strict=False))
+    assert all(b - a >= interval for a, b in itertools.pairwise(passed))
     assert len(passed) + suppressed_total <= len(times)
 
 

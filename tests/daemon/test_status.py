@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,11 +27,29 @@ def _snapshot(**over: Any) -> dict[str, Any]:
     snap: dict[str, Any] = {
         "uptime_s": 100.0,
         "sources": {
-            "forza": {"state": "receiving", "required": True, "silent_after_s": 5.0, "last_sample_age_s": 0.1,
-                      "received": 10, "samples": 9, "bytes": 3310, "restarts": 0, "rate_hz": 60.0,
-                      "dropped": {"wrong_size": 1}},
-            "gps": {"state": "failed", "required": False, "silent_after_s": 5.0, "last_sample_age_s": None,
-                    "received": 0, "samples": 0, "bytes": 0, "restarts": 3, "dropped": {}},
+            "forza": {
+                "state": "receiving",
+                "required": True,
+                "silent_after_s": 5.0,
+                "last_sample_age_s": 0.1,
+                "received": 10,
+                "samples": 9,
+                "bytes": 3310,
+                "restarts": 0,
+                "rate_hz": 60.0,
+                "dropped": {"wrong_size": 1},
+            },
+            "gps": {
+                "state": "failed",
+                "required": False,
+                "silent_after_s": 5.0,
+                "last_sample_age_s": None,
+                "received": 0,
+                "samples": 0,
+                "bytes": 0,
+                "restarts": 3,
+                "dropped": {},
+            },
         },
         "recorder": {"state": "ok", "frames": 9, "dropped_ticks": 2, "fsync_lag_s": 0.5},
         "disk": {"free_bytes": 10 << 30, "min_free_bytes": 200 << 20},
@@ -158,7 +177,7 @@ async def test_server_routes_over_real_tcp() -> None:
 def _listening_addresses(port: int) -> set[str]:
     """Local addresses with a TCP socket listening on ``port``, from /proc/net/tcp (state 0A)."""
     found = set()
-    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
         local, state = line.split()[1], line.split()[3]
         addr_hex, port_hex = local.split(":")
         if state == "0A" and int(port_hex, 16) == port:

@@ -51,8 +51,13 @@ def test_unit_has_required_settings(unit: Path) -> None:
     assert d["StateDirectory"][0].startswith("wrtfd")
     assert d["ConfigurationDirectory"] == ["wrtfd"]
     assert d["User"] == ["wrtfd"] and d["SupplementaryGroups"] == ["dialout"]
-    for key, value in [("NoNewPrivileges", "yes"), ("ProtectSystem", "strict"), ("ProtectHome", "yes"),
-                       ("PrivateTmp", "yes"), ("CapabilityBoundingSet", "")]:
+    for key, value in [
+        ("NoNewPrivileges", "yes"),
+        ("ProtectSystem", "strict"),
+        ("ProtectHome", "yes"),
+        ("PrivateTmp", "yes"),
+        ("CapabilityBoundingSet", ""),
+    ]:
         assert d[key] == [value], key
     families = set(d["RestrictAddressFamilies"][0].split())
     assert families == {"AF_UNIX", "AF_INET", "AF_INET6"}

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from wrtfd.decoders.base import DropCounter
 from wrtfd.decoders.can_dbc import CanFrame
-from wrtfd.decoders.candump import CandumpDecoder, iter_candump, parse_candump
+from wrtfd.decoders.candump import CandumpDecoder, candump_samples, iter_candump, parse_candump
 from wrtfd.errors import DecodeError, ImportFormatError
 
 
@@ -94,3 +94,19 @@ def test_subaru_log_every_frame_decoded_or_counted(shared_data: Path) -> None:
     assert decoded == 9030 + 4514 + 9030  # ID_140 (rpm), ID_D1 (speed), ID_141 (gear)
     assert decoded + sum(drops.values()) == 82_558
     assert set(drops) == {"unmapped_id"}
+
+
+def test_candump_samples_for_import(tmp_path: Path) -> None:
+    dbc = tmp_path / "e.dbc"
+    dbc.write_text(
+        'VERSION ""\nBS_:\nBU_: E\nBO_ 256 ENGINE: 2 E\n SG_ RPM : 0|16@1+ (1,0) [0|16000] "rpm" E\n'
+    )
+    log = tmp_path / "x.log"
+    log.write_bytes(b"(10.000001) can0 100#D007\n(10.5) can0 200#00\n(11.0) can0 100#B80B\n")
+    drops = DropCounter()
+    samples = list(candump_samples(log, CandumpDecoder(dbc=dbc), source="car", drops=drops))
+    assert [(s.source, s.rx_ns, s.source_time_ns, dict(s.values)) for s in samples] == [
+        ("car", 10_000_001_000, 10_000_001_000, {"rpm": 2000}),
+        ("car", 11_000_000_000, 11_000_000_000, {"rpm": 3000}),
+    ]
+    assert drops.as_dict() == {"unmapped_id": 1}

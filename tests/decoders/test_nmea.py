@@ -208,3 +208,13 @@ def test_values_keys_are_the_definition_fields() -> None:
     out = d.decode(nmea(RMC))
     assert out is not None
     assert list(out.values) == [f["name"] for f in d.definition["frame"]["fields"]]
+
+
+def test_definition_is_a_valid_wrtf_schema() -> None:
+    from wrtfd.format import Schema
+
+    d = NmeaDecoder()
+    schema = Schema.from_dict(d.definition)
+    assert schema.frame_dtype.names is not None and schema.frame_dtype.names[0] == "tick"
+    assert set(schema.frame_dtype.names[1:]) == set(d.state)
+    assert all(f.get("description") for f in d.definition["frame"]["fields"])

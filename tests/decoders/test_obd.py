@@ -101,3 +101,11 @@ def test_arbitrary_bytes_only_raise_decode_error(data: bytes) -> None:
         ObdDecoder().decode(data)
     except DecodeError:
         pass
+
+
+def test_definition_is_a_valid_wrtf_schema() -> None:
+    from wrtfd.format import Schema
+
+    schema = Schema.from_dict(ObdDecoder().definition)
+    assert schema.frame_dtype.names is not None
+    assert list(schema.frame_dtype.names[1:]) == [spec.channel for spec in PIDS.values()]

@@ -181,3 +181,12 @@ def test_open_sequence() -> None:
     ]
     with pytest.raises(ConfigError, match="bitrate"):
         slcan_open_commands(333_333)
+
+
+def test_generated_definition_is_a_valid_wrtf_schema(dbc: Path) -> None:
+    from wrtfd.format import Schema
+
+    d = SlcanDecoder(dbc=dbc, mapping={"engine_rpm": "ENGINE.RPM", "oil_temp_c": "OIL_T"})
+    schema = Schema.from_dict(d.definition)
+    assert schema.frame_dtype.names == ("tick", "engine_rpm", "oil_temp_c")
+    assert all(f.get("description") for f in d.definition["frame"]["fields"])

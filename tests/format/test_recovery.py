@@ -139,7 +139,7 @@ def test_repair_rebuilds_when_garbage_is_in_the_middle(tmp_path: Path) -> None:
         assert [s.frame_count for s in r.sessions] == [len(t) for t in SESSIONS]
 
 
-def test_validate_finds_tick_order_and_enum_and_padding(tmp_path: Path) -> None:
+def test_validate_finds_tick_order_and_padding(tmp_path: Path) -> None:
     schema = _schema()
     path = tmp_path / "v.wrtf"
     _write_sample(path, schema)
@@ -148,11 +148,11 @@ def test_validate_finds_tick_order_and_enum_and_padding(tmp_path: Path) -> None:
         fsize = schema.frame_size
         state_off = schema.frame_dtype.fields["state"][1]  # type: ignore[index]
     data = bytearray(path.read_bytes())
-    data[s.frames_offset + fsize + state_off] = 9  # enum value 9 is not defined
+    data[s.frames_offset + fsize + state_off] = 9  # an enum number without a name is data, not an error
     data[s.frames_offset + 2 * fsize - 1] = 0xFF  # padding byte of frame 1
     path.write_bytes(bytes(data))
     codes = {f.code: f for f in validate_file(path)}
-    assert codes["enum"].offset == s.frames_offset + fsize
+    assert "enum" not in codes
     assert codes["padding"].offset == s.frames_offset + fsize
     # Tick order: make frame 2's tick smaller than frame 1's.
     data[s.frames_offset + 2 * fsize : s.frames_offset + 2 * fsize + 8] = (0).to_bytes(8, "little")
@@ -250,3 +250,19 @@ def test_copy_keeps_source_untouched(tmp_path: Path) -> None:
     assert validate_file(out) == []
     shutil.copyfile(out, tmp_path / "x.wrtf")
     assert np.array_equal(Reader(tmp_path / "x.wrtf").frames(0)["tick"], [1])
+
+
+def test_damaged_metadata_value_still_reads(tmp_path: Path) -> None:
+    """N12: invalid UTF-8 in a value is a finding with its offset; the frames stay readable."""
+    schema = _schema()
+    path = tmp_path / "m.wrtf"
+    _write_sample(path, schema)
+    data = bytearray(path.read_bytes())
+    pos = data.find("日本".encode())
+    data[pos] = 0xFF
+    path.write_bytes(bytes(data))
+    findings = validate_file(path)
+    assert [(f.code, f.offset) for f in findings] == [("metadata-utf8", pos - len("iracing:track/") - 4)]
+    with Reader(path) as r:
+        assert r.metadata["Track"].startswith("iracing:track/\ufffd")
+        assert r.total_frames == sum(len(t) for t in SESSIONS)

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.format.conftest import definition, fld, make_schema
 from wrtfd.errors import FormatError, SchemaError
@@ -279,3 +281,52 @@ def test_leaves_flatten_names() -> None:
         "v_1",
     ]
     assert [lf.kind for lf in s.frame_leaves] == ["float32", "float32", "text", "float32", "float32"]
+
+
+_json_like = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from(["version", "types", "session", "frame", "channels", "metadata"]), max_size=3),
+    _json_like,
+    st.data(),
+)
+def test_hostile_definitions_raise_only_schema_error(keys: list[str], junk: Any, data: st.DataObject) -> None:
+    """Any value anywhere in a definition gives a SchemaError or a schema, never another error."""
+    d = _base()
+    # Poke junk into a random nested place of a valid definition, and maybe replace whole sections.
+    target = data.draw(
+        st.sampled_from(
+            [d["frame"]["fields"][0], d["session"], d["types"]["gear"], d["types"]["wheel_data"]["fields"][1]]
+        )
+    )
+    target[
+        data.draw(st.sampled_from(["name", "type", "dimensions", "values", "fields", "tags", "description"]))
+    ] = junk
+    for key in keys:
+        d[key] = junk
+    try:
+        s = Schema.from_dict(d)
+    except SchemaError:
+        return
+    assert s.frame_dtype.itemsize % 8 == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=200))
+def test_hostile_yaml_text_raises_only_schema_error(text: str) -> None:
+    try:
+        Schema.from_yaml(text)
+    except SchemaError:
+        pass

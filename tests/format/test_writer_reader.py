@@ -265,3 +265,65 @@ def test_failed_write_truncates_to_last_complete_record(
     with Reader(path) as r:
         assert r.complete
         assert list(r.frames(0)["tick"]) == list(range(11))
+
+
+def test_file_is_readable_while_being_written(car_schema: Schema, tmp_file: Callable[[str], Path]) -> None:
+    """N11: the header goes out at once and every flush leaves a scan-readable prefix."""
+    path = tmp_file()
+    with Writer(path, car_schema, rate_hz=10, start_timestamp_us=START_US) as w:
+        with Reader(path) as r:
+            assert not r.complete and r.sessions == []
+        w.begin_session({"track": "Imola"})
+        for t in range(3):
+            w.write_frame(t, {"speed": float(t)})
+        with Reader(path) as r:  # nothing flushed yet: still just the header
+            assert r.sessions == []
+        w.fsync()
+        with Reader(path) as r:
+            assert not r.complete and r.sessions[0].frame_count == 3
+            assert r.sessions[0].footer_offset is None
+    with Reader(path) as r:
+        assert r.complete and r.sessions[0].frame_count == 3
+
+
+def test_public_api_matches_contract() -> None:
+    """The names other packages code against (COMMON.md) exist and are exported."""
+    import wrtfd.format as fmt
+
+    for name in ("Schema", "Writer", "Reader", "SessionInfo", "validate_file", "repair_file"):
+        assert name in fmt.__all__ and hasattr(fmt, name)
+    assert all(hasattr(fmt, n) for n in fmt.__all__)
+    fields = set(fmt.SessionInfo.__dataclass_fields__)
+    assert {
+        "offset",
+        "footer_offset",
+        "frame_count",
+        "first_tick",
+        "last_tick",
+        "dropped_ticks",
+        "footer_order",
+        "header",
+        "footer",
+        "time_base_us",
+    } <= fields
+
+
+def test_padding_is_zeroed_whatever_the_caller_passes(tmp_file: Callable[[str], Path]) -> None:
+    """Spec 8.7: padding bytes are 0 even when the caller's records carry garbage there."""
+    from wrtfd.format import validate_file
+
+    schema = make_schema([fld("a", "uint8"), fld("b", "float64")])  # a@8, 7 padding bytes, b@16
+    garbage = np.frombuffer(bytes(range(1, 25)) * 4, dtype=schema.frame_dtype).copy()
+    garbage["tick"] = [1, 2, 3, 4]
+    path = tmp_file()
+    with Writer(path, schema, rate_hz=10, start_timestamp_us=START_US) as w:
+        w.begin_session()
+        w.write_frames(garbage[:2])
+        w.write_frame(3, garbage[2])
+        w.write_frame(4, garbage[3])
+    assert validate_file(path) == []
+    with Reader(path) as r:
+        raw = r.frames(0).view(np.uint8).reshape(4, 24)
+        assert not raw[:, 9:16].any()
+        assert list(raw[:, 8]) == [9] * 4
+        assert np.array_equal(r.frames(0)["b"], garbage["b"])

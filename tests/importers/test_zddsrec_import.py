@@ -107,15 +107,17 @@ def test_same_input_same_bytes(tmp_path: Path, mapping: Path) -> None:
     for out in (a, b):
         assert run(str(cap), "--config", str(mapping), "-o", str(out), "--start-timestamp", "1234567") == 0
     assert a.read_bytes() == b.read_bytes()
-    c = tmp_path / "c.wrtf"
-    assert (
-        run(str(cap), "--config", str(mapping), "-o", str(c)) == 0
-    )  # default start: the capture's time base
-    d = tmp_path / "d.wrtf"
+    # Without --start-timestamp the default is the first imported sample's recorded time: the
+    # same bytes as giving that time explicitly, and again the same on every run.
+    c, d, e = tmp_path / "c.wrtf", tmp_path / "d.wrtf", tmp_path / "e.wrtf"
+    assert run(str(cap), "--config", str(mapping), "-o", str(c)) == 0
     assert run(str(cap), "--config", str(mapping), "-o", str(d)) == 0
-    assert c.read_bytes() == d.read_bytes()
-    with Reader(c) as r:
-        assert r.start_timestamp_us == TIME_BASE_NS // 1000
+    first_sample_us = (TIME_BASE_NS + 1_000) // 1000
+    assert (
+        run(str(cap), "--config", str(mapping), "-o", str(e), "--start-timestamp", str(first_sample_us)) == 0
+    )
+    assert c.read_bytes() == d.read_bytes() == e.read_bytes()
+    assert c.read_bytes() != a.read_bytes()
 
 
 def test_torn_tail_is_reported_and_complete_frames_imported(
@@ -161,3 +163,40 @@ def test_cli_errors_are_one_line(tmp_path: Path, mapping: Path) -> None:
         assert message in r.stderr
     assert out.read_bytes() == b"keep me"
     assert not (tmp_path / "b.wrtf").exists()
+
+
+def test_disposed_instance_goes_stale_until_it_comes_back(tmp_path: Path) -> None:
+    """NOT_ALIVE_DISPOSED at tick 50 marks the state's float channels NaN (integers keep their
+    last value) until the instance is alive again at tick 60; the clock topic drives every tick."""
+    (tmp_path / "state.idl").write_text(IDL + "\nstruct Clock { uint64 n; };")
+    (tmp_path / "map.toml").write_text(
+        MAP
+        + '\n[[topics]]\ntopic = "rt/clock"\nidl = "state.idl"\ntype = "Clock"\nchannels = { n = "clk" }\n'
+    )
+    header = Header(
+        TIME_BASE_NS,
+        (ParticipantEntry(bytes(16), "sim"),),
+        (TopicEntry("rt/state", "demo::State"), TopicEntry("rt/clock", "Clock")),
+    )
+    buf = io.BytesIO()
+    w = ZddsrecWriter(buf, header)
+    for k in range(100):
+        t = k * PERIOD_NS + 1_000
+        w.write_frame(t, 0, 1, SampleKind.ALIVE, b"\x00\x01\x00\x00" + struct.pack("<Q", k))
+        if k == 50:
+            w.write_frame(t + 10, 0, 0, SampleKind.NOT_ALIVE_DISPOSED, b"")
+        elif k < 50 or k >= 60:
+            w.write_frame(t + 10, 0, 0, SampleKind.ALIVE, payload(k))
+    cap = tmp_path / "d.zddsrec"
+    cap.write_bytes(buf.getvalue())
+    out = tmp_path / "d.wrtf"
+    assert run(str(cap), "--config", str(tmp_path / "map.toml"), "-o", str(out)) == 0
+    with Reader(out) as r:
+        car = r.frames(0)["car"]
+        assert car["clk"].tolist() == list(range(100))
+        speed = car["speed"]
+        assert np.isnan(speed[50:60]).all()
+        assert np.array_equal(speed[:50], np.arange(50) * 0.5)
+        assert np.array_equal(speed[60:], np.arange(60, 100) * 0.5)
+        assert np.isnan(car["wheels"][50:60]).all()
+        assert car["seq"][50:60].tolist() == [49] * 10  # integer channels hold their last value

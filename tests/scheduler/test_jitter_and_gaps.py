@@ -59,7 +59,9 @@ def test_windows_15_6ms_bunching_plus_jitter_gives_no_false_gap(seed: int, phase
 
 @settings(max_examples=25, deadline=None)
 @given(seed=seeds, phase=phases, bunched=st.booleans(), pause_s=st.sampled_from([0.5, 1.0, 2.0, 3.25]))
-def test_a_real_pause_gives_exactly_the_missing_ticks(seed: int, phase: float, bunched: bool, pause_s: float) -> None:
+def test_a_real_pause_gives_exactly_the_missing_ticks(
+    seed: int, phase: float, bunched: bool, pause_s: float
+) -> None:
     missing = round(pause_s * 60)
     indices = [*range(600), *range(600 + missing, 1500)]
     make = windows_bunched if bunched else jittered
@@ -117,8 +119,9 @@ def test_source_slower_than_the_tick_rate_shows_its_real_gaps() -> None:
     run = drive(game_samples(times), PLANS, DT)
     ticks = run.frames["tick"].astype(np.int64)
     assert len(run.frames) == 300
-    assert set(np.diff(ticks)) == {2}  # every other tick has no driving sample: a dropped tick
-    assert run.ends[0].dropped_ticks == 299
+    # once its cadence is learnt (a few samples), every other tick has no driving sample
+    assert set(np.diff(ticks[10:])) == {2}
+    assert run.ends[0].dropped_ticks == 299 == ticks[-1] - 299
 
 
 @pytest.mark.parametrize("jitter_ms", [0.0, 10.0, 30.0])

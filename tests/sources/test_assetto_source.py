@@ -4,88 +4,19 @@ handshake and subscribe: retries, session info, re-handshake after the stream st
 from __future__ import annotations
 
 import socket
-import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
 import anyio.abc
 import pytest
 
+from tests.sources.fake_ac import FakeAC
 from wrtfd.decoders.assetto_corsa import AssettoCorsaDecoder
 from wrtfd.decoders.base import Sample
 from wrtfd.errors import ConfigError
 from wrtfd.sources.assetto_corsa import AssettoCorsaSource
 from wrtfd.sources.base import SourceState
-
-
-def _utf16(text: str) -> bytes:
-    return (text + "\x00junk").encode("utf-16-le").ljust(100, b"\x00")[:100]
-
-
-def response(car: str, track: str) -> bytes:
-    return struct.pack(
-        "<100s100sii100s100s", _utf16(car), _utf16("Test Driver"), 4242, 1, _utf16(track), _utf16("")
-    )
-
-
-@dataclass
-class FakeAC:
-    """Answers the handshake after ``ignore_first`` attempts; streams ``bursts`` of packets, one
-    burst per subscription, then goes quiet (like a session ending)."""
-
-    bursts: list[list[bytes]]
-    tracks: list[str]
-    ignore_first: int = 2
-    ops: list[int] = field(default_factory=list)
-    bad_requests: int = 0
-    sock: socket.socket = field(default_factory=lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
-
-    def drain(self) -> None:
-        """Read what the client sent while the server task was being cancelled."""
-        while True:
-            try:
-                data = self.sock.recv(64)
-            except BlockingIOError:
-                return
-            self.ops.append(struct.unpack("<iii", data)[2])
-
-    def __post_init__(self) -> None:
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.setblocking(False)
-
-    @property
-    def port(self) -> int:
-        return int(self.sock.getsockname()[1])
-
-    async def serve(self, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        handshakes = 0
-        shaken: set[tuple[str, int]] = set()
-        while True:
-            await anyio.wait_readable(self.sock)
-            data, client = self.sock.recvfrom(64)
-            if len(data) != 12:
-                self.bad_requests += 1
-                continue
-            _ident, version, op = struct.unpack("<iii", data)
-            self.ops.append(op)
-            if version != 1:
-                self.bad_requests += 1
-            elif op == 0:
-                handshakes += 1
-                if handshakes > self.ignore_first:
-                    track = self.tracks[min(self.ops.count(1), len(self.tracks) - 1)]
-                    self.sock.sendto(response("ks_audi_r8_lms", track), client)
-                    shaken.add(client)
-            elif op == 1 and client in shaken:
-                shaken.discard(client)  # a new handshake is needed for the next subscription
-                if self.bursts:
-                    burst = self.bursts.pop(0)
-                    for packet in burst:
-                        self.sock.sendto(packet, client)
-                        await anyio.lowlevel.checkpoint()
 
 
 def capture(shared_data: Path) -> list[bytes]:

@@ -25,7 +25,7 @@ from wrtfd.decoders.nmea import NmeaDecoder, nmea_checksum
 from wrtfd.decoders.slcan import SlcanDecoder
 from wrtfd.errors import SourceError
 from wrtfd.sources.base import SinkFull, SourceState
-from wrtfd.sources.serial import SerialLineSource, SerialSettings
+from wrtfd.sources.serial import SerialLineSource, SerialLink, SerialSettings
 from wrtfd.sources.slcan import SlcanSource
 
 DBC = """VERSION ""
@@ -92,6 +92,8 @@ async def test_unplug_replug_follows_symlink(tmp_path: Path, caplog: pytest.LogC
     states = [m.split(": ")[1].split(" ")[0] for m in messages]
     assert states == ["listening", "receiving", "reconnecting", "listening", "receiving", "stopped"]
     assert any("device lost" in m for m in messages)
+    # Nothing escaped into the event loop's exception handler (asyncio logs those as errors).
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 async def test_missing_device_is_retried_until_it_appears(tmp_path: Path) -> None:
@@ -132,7 +134,9 @@ async def test_silent_device_is_reopened_after_idle_timeout(caplog: pytest.LogCa
     assert any("device lost (no data for 0.3 s)" in r.getMessage() for r in caplog.records)
 
 
-async def test_slcan_replug_sends_open_sequence_again(tmp_path: Path) -> None:
+async def test_slcan_replug_sends_open_sequence_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     dbc = tmp_path / "engine.dbc"
     dbc.write_text(DBC)
     link = tmp_path / "usb-CANable-if00"
@@ -162,6 +166,8 @@ async def test_slcan_replug_sends_open_sequence_again(tmp_path: Path) -> None:
             devices[1].write_all(b"t1003B80B00\r")  # RPM 3000, TPS 0 %
             await wait_until(lambda: len(samples) == 2, timeout_s=5, what="frame #2")
             tg.cancel_scope.cancel()
+        # A deliberate stop closes the CAN channel.
+        await wait_until(lambda: responders[1].commands[-1:] == [b"C"], timeout_s=5, what="C on stop")
     finally:
         for d, r in zip(devices, responders, strict=True):
             r.stop.set()
@@ -171,6 +177,7 @@ async def test_slcan_replug_sends_open_sequence_again(tmp_path: Path) -> None:
     assert responders[0].commands == sequence  # closed by the unplug: no C could be sent
     assert responders[1].commands[: len(sequence)] == sequence
     assert [dict(s.values) for s in samples] == [{"rpm": 2000, "tps": 100.0}, {"rpm": 3000, "tps": 0.0}]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 async def test_hostile_bytes_are_counted_by_reason() -> None:
@@ -246,3 +253,17 @@ async def test_full_sink_is_counted_and_a_broken_sink_fails_loudly() -> None:
         feeder.join()
         device.close()
     assert source.stats.state is SourceState.FAILED
+
+
+async def test_close_aborts_when_the_device_takes_no_more_bytes() -> None:
+    """A wedged device (nobody drains the pty) must not keep the handle open on close."""
+    device = PtyDevice()
+    received: list[bytes] = []
+    try:
+        link = await SerialLink.open(SerialSettings(path=device.path), received.append)
+        link.write(b"x" * 1_000_000)  # far more than the pty buffer: the rest waits in the transport
+        assert not link.closed
+        await link.aclose(flush_timeout_s=0.2)
+        assert link.closed
+    finally:
+        device.close()

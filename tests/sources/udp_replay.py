@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import numpy as np
 
 from wrtfd.decoders.base import Sample
@@ -18,21 +19,31 @@ from wrtfd.recorder import RecorderPolicy, SourceSpec, replay
 START_US = 1_700_000_000_000_000
 
 
+def _send_schedule(datagrams: Sequence[bytes], address: tuple[str, int], offsets_s: Sequence[float]) -> None:
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        t0 = time.monotonic()
+        for d, at in zip(datagrams, offsets_s, strict=True):
+            delay = t0 + at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            tx.sendto(d, address)
+    finally:
+        tx.close()
+
+
+async def send_at(datagrams: Sequence[bytes], address: tuple[str, int], offsets_s: Sequence[float]) -> None:
+    """Send datagram i at ``offsets_s[i]`` after the start (a capture's own pace), from a thread
+    so that the receiving event loop's own pauses do not bunch the sending."""
+    await anyio.to_thread.run_sync(_send_schedule, datagrams, address, offsets_s)
+
+
 async def send_paced(
     datagrams: Sequence[bytes], address: tuple[str, int], pace_hz: float, per_tick: int = 1
 ) -> None:
     """Send ``per_tick`` datagrams every 1/pace_hz s on an absolute schedule (no drift)."""
-    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        t0 = time.monotonic()
-        for i in range(0, len(datagrams), per_tick):
-            delay = t0 + (i // per_tick) / pace_hz - time.monotonic()
-            if delay > 0:
-                await anyio.sleep(delay)
-            for d in datagrams[i : i + per_tick]:
-                tx.sendto(d, address)
-    finally:
-        tx.close()
+    offsets = [(i // per_tick) / pace_hz for i in range(len(datagrams))]
+    await send_at(datagrams, address, offsets)
 
 
 def record(
@@ -44,7 +55,9 @@ def record(
     *,
     use_source_clock: bool,
 ) -> list[Path]:
-    policy = RecorderPolicy(output_dir=out_dir, rate_hz=rate_hz)
+    """Record as the daemon would, with windows wide enough for a machine shared by many jobs
+    (a late sender thread must not look like a pause of the game)."""
+    policy = RecorderPolicy(output_dir=out_dir, rate_hz=rate_hz, jitter_s=0.5, bunch_s=0.25)
     spec = SourceSpec(name, definition, use_source_clock=use_source_clock)
     return replay(samples, [spec], policy, start_timestamp_us=START_US)
 

@@ -15,6 +15,7 @@ seconds. Velocity is derived from the actor's consecutive positions: (p[n] - p[n
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -127,7 +128,7 @@ class SingleActorChannels:
 
     def __init__(self, actor_id: int) -> None:
         self.actor_id = actor_id
-        self._prev_loc: np.ndarray | None = None
+        self._prev: tuple[float, float, float] | None = None
         self._prev_t = 0.0
         self._collisions = 0
         self._last_hit = -1
@@ -140,47 +141,42 @@ class SingleActorChannels:
                 self._collisions += 1
                 self._last_hit = c.actor2_id if c.actor1_id == aid else c.actor1_id
         if aid in frame.deletes:
-            self._prev_loc = None
+            self._prev = None
         anim = frame.vehicle_anims
         if len(anim):
-            hit = anim[anim["actor_id"] == aid]
+            hit = np.flatnonzero(anim["actor_id"] == aid)
             if len(hit):
-                r = hit[-1]
-                self._controls = (
-                    float(r["throttle"]),
-                    float(r["steering"]),
-                    float(r["brake"]),
-                    bool(r["handbrake"]),
-                    int(r["gear"]),
-                )
+                _, steering, throttle, brake, handbrake, gear = anim[hit[-1]].tolist()
+                self._controls = (throttle, steering, brake, bool(handbrake), gear)
         pos = frame.positions
-        rows = pos[pos["actor_id"] == aid] if len(pos) else pos
-        if not len(rows):
+        rows = np.flatnonzero(pos["actor_id"] == aid) if len(pos) else None
+        if rows is None or not len(rows):
             return None
-        row = rows[-1]
-        loc = row["location_cm"].astype(np.float64) / _CM_PER_M
-        rot = row["rotation_deg"]
+        row = pos[rows[-1]]
+        loc_cm, rot = row["location_cm"].tolist(), row["rotation_deg"].tolist()  # Python floats
+        x, y, z = loc_cm[0] / _CM_PER_M, loc_cm[1] / _CM_PER_M, loc_cm[2] / _CM_PER_M
         t = frame.elapsed_s
-        if self._prev_loc is not None and t > self._prev_t:
-            vel = (loc - self._prev_loc) / (t - self._prev_t)
-        else:
-            vel = np.zeros(3)
-        self._prev_loc, self._prev_t = loc, t
+        vx = vy = vz = 0.0
+        if self._prev is not None and t > self._prev_t:
+            dt = t - self._prev_t
+            px, py, pz = self._prev
+            vx, vy, vz = (x - px) / dt, (y - py) / dt, (z - pz) / dt
+        self._prev, self._prev_t = (x, y, z), t
         throttle, steering, brake, handbrake, gear = self._controls
         return {
             "frame_id": frame.frame_id,
             "elapsed_s": t,
             "actor_id": aid,
-            "x_m": float(loc[0]),
-            "y_m": float(loc[1]),
-            "z_m": float(loc[2]),
-            "roll_deg": float(rot[0]),
-            "pitch_deg": float(rot[1]),
-            "yaw_deg": float(rot[2]),
-            "vx_mps": float(vel[0]),
-            "vy_mps": float(vel[1]),
-            "vz_mps": float(vel[2]),
-            "speed_mps": float(np.sqrt(vel @ vel)),
+            "x_m": x,
+            "y_m": y,
+            "z_m": z,
+            "roll_deg": rot[0],
+            "pitch_deg": rot[1],
+            "yaw_deg": rot[2],
+            "vx_mps": vx,
+            "vy_mps": vy,
+            "vz_mps": vz,
+            "speed_mps": math.hypot(vx, vy, vz),
             "throttle": throttle,
             "steering": steering,
             "brake": brake,
@@ -201,8 +197,69 @@ class SlotEvent:
     taken: bool
 
 
+# Column order of the float32 block of AllVehiclesChannels.
+_F4_COLUMNS = (
+    "roll_deg",
+    "pitch_deg",
+    "yaw_deg",
+    "vx_mps",
+    "vy_mps",
+    "vz_mps",
+    "speed_mps",
+    "throttle",
+    "steering",
+    "brake",
+)
+
+
+class _SlotLookup:
+    """actor id -> slot for a frame's records, cached while the frame's id list repeats."""
+
+    __slots__ = ("_ids", "_mask", "_slots", "sorted_ids", "sorted_slots")
+
+    def __init__(self) -> None:
+        self.sorted_ids = np.zeros(0, np.uint32)
+        self.sorted_slots = np.zeros(0, np.int64)
+        self._ids: np.ndarray | None = None
+        self._mask = np.zeros(0, np.bool_)
+        self._slots: np.ndarray | slice = np.zeros(0, np.int64)
+
+    def rebuild(self, slot_of: Mapping[int, int]) -> None:
+        ids = np.fromiter(slot_of.keys(), np.uint32, len(slot_of))
+        slots = np.fromiter(slot_of.values(), np.int64, len(slot_of))
+        order = np.argsort(ids, kind="stable")
+        self.sorted_ids, self.sorted_slots = ids[order], slots[order]
+        self._ids = None
+
+    def __call__(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray | slice]:
+        """(mask of records whose actor has a slot, their slots: an index array or a slice)."""
+        prev = self._ids
+        if prev is not None and len(prev) == len(ids) and np.array_equal(prev, ids):
+            return self._mask, self._slots
+        sorted_ids = self.sorted_ids
+        if not len(sorted_ids) or not len(ids):
+            mask, slots = np.zeros(len(ids), np.bool_), np.zeros(0, np.int64)
+        else:
+            idx = np.searchsorted(sorted_ids, ids)
+            idx[idx >= len(sorted_ids)] = 0
+            mask = sorted_ids[idx] == ids
+            slots = self.sorted_slots[idx[mask]]
+        k = len(slots)
+        # records in slot order 0..k-1 (vehicles created in order, none deleted): a slice is cheaper
+        fast: np.ndarray | slice = slots
+        if k and slots[0] == 0 and slots[-1] == k - 1 and np.array_equal(slots, np.arange(k)):
+            fast = slice(0, k)
+        self._ids, self._mask, self._slots = ids.copy(), mask, fast
+        return mask, fast
+
+
 class AllVehiclesChannels:
-    """Every vehicle in a fixed number of slots; vectorised per frame (no per-vehicle Python work)."""
+    """Every vehicle in a fixed number of slots; vectorised per frame (no per-vehicle Python work).
+
+    The slots' current values live in a few blocks (float64 location, float32 rotation, velocity
+    and controls, and the integer channels); each frame's values are views of fresh copies of
+    them, so a sample never changes after it was handed to the scheduler.
+    """
 
     def __init__(self, max_vehicles: int) -> None:
         if max_vehicles < 1:
@@ -214,48 +271,33 @@ class AllVehiclesChannels:
         self._slot_of: dict[int, int] = {}
         self._free = list(range(n))  # kept sorted: the lowest free slot is taken first
         self._vehicles: set[int] = set()  # alive vehicle ids, with or without a slot
-        self._sorted_ids = np.zeros(0, np.uint32)
-        self._sorted_slots = np.zeros(0, np.int64)
+        # one cache per packet kind: positions also list walkers, animations only vehicles
+        self._pos_lookup = _SlotLookup()
+        self._anim_lookup = _SlotLookup()
+        self._loc = np.zeros((n, 3), np.float64)  # x, y, z in m
+        self._f4 = np.zeros((n, len(_F4_COLUMNS)), np.float32)
         self._actor_id = np.zeros(n, np.uint32)
-        self._loc = np.zeros((n, 3), np.float64)
-        self._rot = np.zeros((n, 3), np.float32)
-        self._vel = np.zeros((n, 3), np.float64)
-        self._prev_loc = np.zeros((n, 3), np.float64)
-        self._prev_t = np.zeros(n, np.float64)
-        self._has_prev = np.zeros(n, np.bool_)
-        self._controls_f = np.zeros((n, 3), np.float32)  # throttle, steering, brake
         self._handbrake = np.zeros(n, np.bool_)
         self._gear = np.zeros(n, np.int32)
         self._collisions = np.zeros(n, np.uint32)
         self._last_hit = np.full(n, -1, np.int64)
+        self._prev_loc = np.zeros((n, 3), np.float64)
+        self._prev_t = np.zeros(n, np.float64)
+        self._has_prev = np.zeros(n, np.bool_)
+        self._moved = False  # velocities were set in the previous frame
 
     def _clear(self, slot: int) -> None:
+        for arr in (self._loc, self._f4, self._prev_loc):
+            arr[slot] = 0.0
         self._actor_id[slot] = 0
-        for arr in (self._loc, self._rot, self._vel, self._prev_loc, self._controls_f):
-            arr[slot] = 0
-        self._prev_t[slot] = 0.0
-        self._has_prev[slot] = False
         self._handbrake[slot] = False
         self._gear[slot] = 0
         self._collisions[slot] = 0
         self._last_hit[slot] = -1
+        self._prev_t[slot] = 0.0
+        self._has_prev[slot] = False
 
-    def _reindex(self) -> None:
-        ids = np.fromiter(self._slot_of.keys(), np.uint32, len(self._slot_of))
-        slots = np.fromiter(self._slot_of.values(), np.int64, len(self._slot_of))
-        order = np.argsort(ids, kind="stable")
-        self._sorted_ids, self._sorted_slots = ids[order], slots[order]
-
-    def _slots(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(mask of records whose actor has a slot, their slots)."""
-        if not len(self._sorted_ids) or not len(ids):
-            return np.zeros(len(ids), np.bool_), np.zeros(0, np.int64)
-        idx = np.searchsorted(self._sorted_ids, ids)
-        idx[idx >= len(self._sorted_ids)] = 0
-        mask = self._sorted_ids[idx] == ids
-        return mask, self._sorted_slots[idx[mask]]
-
-    def update(self, frame: Frame) -> dict[str, Any]:
+    def _events(self, frame: Frame) -> None:
         changed = False
         for add in frame.adds:
             if add.actor_type != ActorType.VEHICLE:
@@ -285,65 +327,81 @@ class AllVehiclesChannels:
                 changed = True
                 self.slot_events.append(SlotEvent(frame.frame_id, actor_id, slot, False))
         if changed:
-            self._reindex()
-        t = frame.elapsed_s
+            self._pos_lookup.rebuild(self._slot_of)
+            self._anim_lookup.rebuild(self._slot_of)
         for c in frame.collisions:
             for me, other in ((c.actor1_id, c.actor2_id), (c.actor2_id, c.actor1_id)):
                 s = self._slot_of.get(me)
                 if s is not None:
                     self._collisions[s] += 1
                     self._last_hit[s] = other
+
+    def update(self, frame: Frame) -> dict[str, Any]:
+        if frame.adds or frame.deletes or frame.collisions:
+            self._events(frame)
+        f4 = self._f4
+        t = frame.elapsed_s
+        if self._moved:
+            f4[:, 3:7] = 0.0  # velocity is only known where the vehicle has a position this frame
+            self._moved = False
         pos = frame.positions
-        self._vel[:] = 0.0
         if len(pos):
-            mask, slots = self._slots(pos["actor_id"])
-            rec = pos[mask]
-            loc = rec["location_cm"].astype(np.float64) / _CM_PER_M
+            mask, slots = self._pos_lookup(pos["actor_id"])
+            rec = pos if mask.all() else pos[mask]
+            loc = rec["location_cm"].astype(np.float64)
+            loc /= _CM_PER_M
             self._loc[slots] = loc
-            self._rot[slots] = rec["rotation_deg"]
+            f4[slots, 0:3] = rec["rotation_deg"]
             dt = t - self._prev_t[slots]
             moving = self._has_prev[slots] & (dt > 0)
-            ms = slots[moving]
-            self._vel[ms] = (loc[moving] - self._prev_loc[ms]) / dt[moving][:, None]
+            if moving.all():
+                vel = (loc - self._prev_loc[slots]) / dt[:, None]
+                ms: np.ndarray | slice = slots
+            elif moving.any():
+                ms = np.arange(self.max_vehicles)[slots][moving]
+                vel = (loc[moving] - self._prev_loc[ms]) / dt[moving][:, None]
+            else:
+                vel = None
+            if vel is not None:
+                f4[ms, 3:6] = vel
+                f4[ms, 6] = np.hypot(np.hypot(vel[:, 0], vel[:, 1]), vel[:, 2])
+                self._moved = True
             self._prev_loc[slots] = loc
             self._prev_t[slots] = t
             self._has_prev[slots] = True
         anim = frame.vehicle_anims
         if len(anim):
-            mask, slots = self._slots(anim["actor_id"])
-            rec = anim[mask]
-            self._controls_f[slots, 0] = rec["throttle"]
-            self._controls_f[slots, 1] = rec["steering"]
-            self._controls_f[slots, 2] = rec["brake"]
+            mask, slots = self._anim_lookup(anim["actor_id"])
+            rec = anim if mask.all() else anim[mask]
+            f4[slots, 7] = rec["throttle"]
+            f4[slots, 8] = rec["steering"]
+            f4[slots, 9] = rec["brake"]
             self._handbrake[slots] = rec["handbrake"] != 0
             self._gear[slots] = rec["gear"]
         without = len(self._vehicles) - len(self._slot_of)
         self.max_without_slot = max(self.max_without_slot, without)
-        vel = self._vel.astype(np.float32)
-        return {
+        loc_c = self._loc.copy()
+        f4_c = f4.copy()
+        values: dict[str, Any] = {
             "frame_id": frame.frame_id,
             "elapsed_s": t,
             "vehicle_count": len(self._vehicles),
             "vehicles_without_slot": without,
             "actor_id": self._actor_id.copy(),
-            "x_m": self._loc[:, 0].copy(),
-            "y_m": self._loc[:, 1].copy(),
-            "z_m": self._loc[:, 2].copy(),
-            "roll_deg": self._rot[:, 0].copy(),
-            "pitch_deg": self._rot[:, 1].copy(),
-            "yaw_deg": self._rot[:, 2].copy(),
-            "vx_mps": vel[:, 0].copy(),
-            "vy_mps": vel[:, 1].copy(),
-            "vz_mps": vel[:, 2].copy(),
-            "speed_mps": np.sqrt(np.einsum("ij,ij->i", self._vel, self._vel)).astype(np.float32),
-            "throttle": self._controls_f[:, 0].copy(),
-            "steering": self._controls_f[:, 1].copy(),
-            "brake": self._controls_f[:, 2].copy(),
-            "handbrake": self._handbrake.copy(),
-            "gear": self._gear.copy(),
-            "collision_count": self._collisions.copy(),
-            "last_hit_actor_id": self._last_hit.copy(),
+            "x_m": loc_c[:, 0],
+            "y_m": loc_c[:, 1],
+            "z_m": loc_c[:, 2],
         }
+        for i, name in enumerate(_F4_COLUMNS[:7]):
+            values[name] = f4_c[:, i]
+        values["throttle"] = f4_c[:, 7]
+        values["steering"] = f4_c[:, 8]
+        values["brake"] = f4_c[:, 9]
+        values["handbrake"] = self._handbrake.copy()
+        values["gear"] = self._gear.copy()
+        values["collision_count"] = self._collisions.copy()
+        values["last_hit_actor_id"] = self._last_hit.copy()
+        return values
 
 
 def field_names(definition: Mapping[str, Any]) -> list[str]:

@@ -29,7 +29,14 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--protocol", required=True, choices=PROTOCOLS, help="game packet format to send")
     p.add_argument("--track", type=Path, required=True, help="track file (format 2.0)")
-    p.add_argument("--to", required=True, metavar="HOST:PORT", help="where to send the datagrams")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--to", metavar="HOST:PORT", help="where to send the datagrams")
+    where.add_argument(
+        "--record",
+        type=Path,
+        metavar="DIR",
+        help="no network: decode and record the session into WRTF files in DIR (with lap channels)",
+    )
     p.add_argument("--laps", type=int, default=3, help="timed laps to drive (default 3)")
     p.add_argument("--rate", type=float, help="packets per simulated second (default: the game's, 60)")
     p.add_argument(
@@ -49,10 +56,8 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import socket
-
     from wrtfd.errors import WrtfdError
-    from wrtfd.simulate import Simulation, TrackInfo, make_encoder, parse_address, send_session
+    from wrtfd.simulate import Simulation, TrackInfo, make_encoder, parse_address
     from wrtfd.tracks import LanePath, load_track, timing_sectors
 
     if args.laps < 1 or args.laps > 1000:
@@ -61,10 +66,12 @@ def _run(args: argparse.Namespace) -> int:
         raise WrtfdError(f"--speed-scale must be positive, got {args.speed_scale}")
     if args.rate is not None and not (1 <= args.rate <= 1000):
         raise WrtfdError(f"--rate must be 1..1000 Hz, got {args.rate}")
-    try:
-        host, port = parse_address(args.to)
-    except ValueError as exc:
-        raise WrtfdError(f"--to: {exc}") from None
+    address: tuple[str, int] | None = None
+    if args.to is not None:
+        try:
+            address = parse_address(args.to)
+        except ValueError as exc:
+            raise WrtfdError(f"--to: {exc}") from None
     track = load_track(args.track)
     path = LanePath(track, args.lane)
     sectors = timing_sectors(track, path)
@@ -74,6 +81,69 @@ def _run(args: argparse.Namespace) -> int:
     )
     rate = args.rate or encoder.rate_hz
     sim = Simulation(path, laps=args.laps, rate_hz=rate, seed=args.seed, sectors_m=sectors)
+    summary: dict[str, Any] = {
+        "protocol": args.protocol,
+        "track": track.name,
+        "track_file": str(args.track),
+        "lane": args.lane,
+        "lap_length_m": path.length_m,
+        "rate_hz": rate,
+        "speed_scale": args.speed_scale,
+        "seed": args.seed,
+    }
+    if address is not None:
+        summary.update(_send(args, sim, encoder, address, rate))
+        where = f"{address[0]}:{address[1]}"
+    else:
+        from wrtfd.simulate.record import record_simulation
+        from wrtfd.tracks.lapchannels import POSITION_FIELDS, lap_channels_for
+
+        derived = []
+        if args.protocol in POSITION_FIELDS:
+            derived.append(
+                lap_channels_for(track, source=args.protocol, protocol=args.protocol, lane=args.lane)
+            )
+        files = record_simulation(
+            sim,
+            encoder,
+            args.record,
+            protocol=args.protocol,
+            derived=derived,
+            metadata={"Track": track.name, "wrtfd.simulated": "1"},
+        )
+        summary["files"] = [str(f) for f in files]
+        where = ", ".join(summary["files"])
+        for lap in sim.laps:
+            sys.stderr.write(f"lap {lap.number}: {lap.time_s:.3f} s\n")
+    best = min((lap.time_s for lap in sim.laps), default=None)
+    summary["laps"] = [
+        {
+            "lap": lap.number,
+            "start_s": lap.start_s,
+            "end_s": lap.end_s,
+            "time_s": lap.time_s,
+            "sectors_s": list(lap.sector_times_s),
+        }
+        for lap in sim.laps
+    ]
+    summary["best_lap_s"] = best
+    if args.json:
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    else:
+        best_text = f", best {best:.3f} s" if best is not None else ""
+        sys.stderr.write(f"{len(sim.laps)} laps{best_text}: {where}\n")
+    return 0
+
+
+def _send(
+    args: argparse.Namespace, sim: Any, encoder: Any, address: tuple[str, int], rate: float
+) -> dict[str, Any]:
+    import socket
+
+    from wrtfd.errors import WrtfdError
+    from wrtfd.simulate import send_session
+
+    host, port = address
     tty = sys.stderr.isatty()
     last_lap = [0]
 
@@ -103,40 +173,10 @@ def _run(args: argparse.Namespace) -> int:
             speed_scale=args.speed_scale,
             on_tick=on_tick,
         )
-    best = min((lap.time_s for lap in sim.laps), default=None)
-    summary = {
-        "protocol": args.protocol,
-        "track": track.name,
-        "track_file": str(args.track),
-        "lane": args.lane,
-        "lap_length_m": path.length_m,
-        "rate_hz": rate,
-        "speed_scale": args.speed_scale,
-        "seed": args.seed,
-        "laps": [
-            {
-                "lap": lap.number,
-                "start_s": lap.start_s,
-                "end_s": lap.end_s,
-                "time_s": lap.time_s,
-                "sectors_s": list(lap.sector_times_s),
-            }
-            for lap in sim.laps
-        ],
-        "best_lap_s": best,
+    return {
         "ticks": stats.ticks,
         "datagrams": stats.datagrams,
         "bytes": stats.bytes,
         "late_ticks": stats.late_ticks,
         "send_errors": stats.send_errors,
     }
-    if args.json:
-        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
-    else:
-        sys.stderr.write(
-            f"sent {stats.datagrams} datagrams ({stats.bytes} bytes) to {host}:{port};"
-            f" {len(sim.laps)} laps, best {best:.3f} s\n"
-            if best is not None
-            else f"sent {stats.datagrams} datagrams to {host}:{port}\n"
-        )
-    return 0

@@ -49,6 +49,9 @@ EXIT_INTERRUPTED = 130
 
 DISK_REFRESH_S = 5.0
 STATUS_NOTIFY_S = 2.0
+STATUS_RETRY_S = 5.0
+#: A source that neither binds nor fails within this long does not hold up READY=1.
+SOURCES_READY_TIMEOUT_S = 20.0
 
 
 class LiveRecorder(Protocol):
@@ -106,6 +109,7 @@ class Daemon:
         self.disk: dict[str, Any] = {"path": str(output_dir)}
         self.status_server: StatusServer | None = None
         self.shutdown = anyio.Event()
+        self._all_ready = anyio.Event()
         self.signals_seen: dict[str, int] = {}
         self.watchdog_sent = 0
         self.exit_code = EXIT_OK
@@ -165,7 +169,9 @@ class Daemon:
                     self.recorder.request_new_session()
                 elif self.shutdown.is_set():
                     if signum == signal.SIGINT:
-                        log.warning("second SIGINT: exiting now; files on disk are recoverable (wrtfd repair)")
+                        log.warning(
+                            "second SIGINT: exiting now; files on disk are recoverable (wrtfd repair)"
+                        )
                         logging.shutdown()
                         os._exit(EXIT_INTERRUPTED)
                 else:
@@ -188,13 +194,20 @@ class Daemon:
     def _log_drops(self) -> None:
         for h in self.handles:
             current = h.source.stats.dropped.as_dict()
-            new = {k: v - h.logged_drops.get(k, 0) for k, v in current.items() if v > h.logged_drops.get(k, 0)}
+            new = {
+                k: v - h.logged_drops.get(k, 0) for k, v in current.items() if v > h.logged_drops.get(k, 0)
+            }
             if not new:
                 continue
             h.logged_drops = current
             detail = ", ".join(f"{k}={v}" for k, v in sorted(new.items()))
-            log.warning("source %s dropped %d input(s): %s", h.source.name, sum(new.values()), detail,
-                        extra={"rate_key": f"drops:{h.source.name}"})
+            log.warning(
+                "source %s dropped %d input(s): %s",
+                h.source.name,
+                sum(new.values()),
+                detail,
+                extra={"rate_key": f"drops:{h.source.name}"},
+            )
 
     async def _heartbeat(self) -> None:
         """The only sender of WATCHDOG=1: it runs only if the loop runs, and checks the recorder."""
@@ -216,8 +229,11 @@ class Daemon:
             if stuck != was_stuck:
                 was_stuck = stuck
                 if stuck:
-                    log.error("recorder %s: %s; withholding the watchdog", snap["recorder"]["state"],
-                              snap["recorder"]["error"])
+                    log.error(
+                        "recorder %s: %s; withholding the watchdog",
+                        snap["recorder"]["state"],
+                        snap["recorder"]["error"],
+                    )
                 else:
                     log.info("recorder is writing again")
             if self.watchdog_s is not None and not stuck:
@@ -229,14 +245,23 @@ class Daemon:
             await anyio.sleep(beat_s)
 
     async def _wait_sources_ready(self) -> None:
-        with anyio.move_on_after(30):
-            while not all(h.ready for h in self.handles):
-                await anyio.sleep(0.01)
+        with anyio.move_on_after(SOURCES_READY_TIMEOUT_S) as scope:
+            await self._all_ready.wait()
+        if scope.cancelled_caught:
+            late = ", ".join(h.source.name for h in self.handles if not h.ready)
+            log.warning(
+                "sources not ready after %.0f s (%s); reporting ready anyway", SOURCES_READY_TIMEOUT_S, late
+            )
 
     async def main(self) -> int:
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self._refresh_disk()
-        log.info("wrtfd %s starting: config %s, recording into %s", __version__, self.loaded.origin, self.output_dir)
+        log.info(
+            "wrtfd %s starting: config %s, recording into %s",
+            __version__,
+            self.loaded.origin,
+            self.output_dir,
+        )
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._signals)
             await tg.start(self.recorder.run)
@@ -245,10 +270,7 @@ class Daemon:
                     sources_tg.start_soon(self._supervise, h)
                 await self._wait_sources_ready()
                 if self.config.status.enabled:
-                    st = self.config.status
-                    self.status_server = StatusServer(st.host, st.port, self.snapshot)
-                    await tg.start(self.status_server.serve)
-                    log.info("status on http://%s:%d/status", st.host, self.status_server.port)
+                    await tg.start(self._serve_status)
                 tg.start_soon(self._heartbeat)
                 line = self.status_line()
                 self.notifier.ready(line)
@@ -261,9 +283,40 @@ class Daemon:
         self.notifier.close()
         return self.exit_code
 
+    async def _serve_status(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """The status server; if its port is taken, recording goes on and the bind is retried."""
+        st = self.config.status
+        self.status_server = server = StatusServer(st.host, st.port, self.snapshot)
+        reported = False
+        while True:
+            try:
+                port = await server.serve_until_bound()
+            except OSError as exc:
+                log.error(
+                    "status endpoint: cannot listen on %s:%d: %s; recording goes on, retrying",
+                    st.host,
+                    st.port,
+                    exc.strerror or exc,
+                    extra={"rate_key": "status-bind"},
+                )
+                if not reported:
+                    reported = True
+                    task_status.started()
+                await anyio.sleep(STATUS_RETRY_S)
+                continue
+            log.info("status on http://%s:%d/status", st.host, port)
+            if not reported:
+                reported = True
+                task_status.started()
+            await server.serve_forever()
+
     async def _supervise(self, h: SourceHandle) -> None:
         def ready() -> None:
             h.ready = True
+            if all(other.ready for other in self.handles):
+                self._all_ready.set()
 
         await supervise(h.source, h.sink, h.backoff, on_ready=ready)
 
@@ -274,8 +327,14 @@ class Daemon:
             await self.recorder.stop()
         took = time.monotonic() - began
         if scope.cancelled_caught:
-            log.error("recorder did not finish within %.1f s; the file is left recoverable (wrtfd repair)", timeout_s)
-            self.exit_code = EXIT_FAILURE
+            # The writer thread is stuck in the kernel (a hung disk) and cannot be cancelled:
+            # waiting longer only delays systemd's SIGKILL. What is on disk is recoverable.
+            log.error(
+                "recorder did not finish within %.1f s; exiting, the file is left for wrtfd repair", timeout_s
+            )
+            self.notifier.close()
+            logging.shutdown()
+            os._exit(EXIT_FAILURE)
         else:
             log.info("stopped: every session and file finalized in %.2f s", took)
 
@@ -288,6 +347,16 @@ def run_daemon(config_path: Path | None) -> int:
 
     loaded = load_effective_config(config_path)
     cfg = loaded.config.logging
-    configure_logging(level=cfg.level, fmt=cfg.format, repeat_interval_s=cfg.repeat_interval_s, stream=sys.stderr)
+    configure_logging(
+        level=cfg.level, fmt=cfg.format, repeat_interval_s=cfg.repeat_interval_s, stream=sys.stderr
+    )
     daemon = prepare(loaded)  # everything config-dependent is built (or refused) before any I/O
-    return anyio.run(daemon.main, backend="asyncio")
+    try:
+        return anyio.run(daemon.main, backend="asyncio")
+    except Exception as exc:  # a bug: one line in the journal (traceback with WRTFD_DEBUG=1)
+        if os.environ.get("WRTFD_DEBUG"):
+            raise
+        while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
+        log.critical("daemon failed: %s: %s", type(exc).__name__, exc)
+        return EXIT_FAILURE

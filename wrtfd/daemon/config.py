@@ -20,7 +20,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from wrtfd.errors import ConfigError
 
@@ -203,6 +211,9 @@ class RecorderConfig(_Model):
     rotate_sessions: Annotated[int, Field(ge=1)] | None = None
     #: Upper bound on the data a power cut can lose.
     fsync_interval_s: PositiveSeconds = 1.0
+    #: How often the recorder's engine turns samples into frames: idle CPU against latency
+    #: (frames reach the writer up to this much later; durability is bounded by fsync anyway).
+    engine_tick_s: Annotated[float, Field(ge=0.001, le=0.5)] = 0.02
     #: Bound of the intake between sources and the recorder, in samples.
     queue_size: Annotated[int, Field(ge=16, le=1_000_000)] = 4096
     #: File-level metadata ("Track", "Driver", ...), stored in every file.
@@ -250,8 +261,9 @@ class Config(_Model):
         for i, src in enumerate(self.sources):
             name = src.source_name
             if name in seen:
+                first = seen[name]
                 raise ValueError(
-                    f"sources[{i}] and sources[{seen[name]}] are both named {name!r}; give each a unique `name`"
+                    f"sources[{i}] and sources[{first}] are both named {name!r}; give each a `name`"
                 )
             seen[name] = i
         bound: list[tuple[int, str, int]] = []
@@ -359,12 +371,18 @@ def _describe(error: Mapping[str, Any]) -> str:
     if kind == "literal_error":
         ctx = error.get("ctx") or {}
         return f"expected one of {ctx.get('expected')}, got {_toml_repr(error.get('input'))}"
-    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_short", "too_long"):
+    if kind in (
+        "greater_than",
+        "greater_than_equal",
+        "less_than",
+        "less_than_equal",
+        "too_short",
+        "too_long",
+    ):
         return f"{str(error.get('msg', '')).replace('Input should be', 'expected').replace('Input', 'value')}"
     if kind == "string_pattern_mismatch":
-        return (
-            f"expected a lowercase identifier (letters, digits, _; up to 32), got {_toml_repr(error.get('input'))}"
-        )
+        got = _toml_repr(error.get("input"))
+        return f"expected a lowercase identifier (letters, digits, _; up to 32), got {got}"
     msg = str(error.get("msg", "invalid value"))
     return msg.removeprefix("Value error, ")
 
@@ -389,7 +407,8 @@ def format_validation_error(origin: str, exc: ValidationError, data: object) -> 
     # the count): that second line is noise.
     locs = [tuple(e.get("loc", ())) for e in errors]
     errors = [
-        e for e, loc in zip(errors, locs, strict=True)
+        e
+        for e, loc in zip(errors, locs, strict=True)
         if not (e.get("type") == "too_short" and any(o[: len(loc)] == loc and o != loc for o in locs))
     ]
     for error in errors[:MAX_REPORTED_ERRORS]:
@@ -424,7 +443,9 @@ def check_protocols(config: Config, origin: str) -> None:
         info = known.get(src.protocol)
         if info is None:
             names = ", ".join(sorted(known)) or "none installed"
-            raise ConfigError(f"{origin}: sources[{i}].protocol: unknown protocol {src.protocol!r}; known: {names}")
+            raise ConfigError(
+                f"{origin}: sources[{i}].protocol: unknown protocol {src.protocol!r}; known: {names}"
+            )
         transport = wanted_transport[src.kind]
         if info.transport != transport:
             raise ConfigError(

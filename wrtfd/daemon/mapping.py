@@ -47,12 +47,13 @@ def apply_mapping(
         raise ConfigError(f"{where}: the protocol's definition has no frame fields to map")
     names = [str(f.get("name")) for f in fields]
     known = set(names)
+    listed = ", ".join(names[:20]) + (f", ... ({len(names)} in all)" if len(names) > 20 else "")
     for name in mapping.include or ():
         if name not in known:
-            raise ConfigError(f"{where}.include: no field {name!r}; fields are: {', '.join(names)}")
+            raise ConfigError(f"{where}.include: no field {name!r}; fields are: {listed}")
     for name in mapping.rename:
         if name not in known:
-            raise ConfigError(f"{where}.rename: no field {name!r}; fields are: {', '.join(names)}")
+            raise ConfigError(f"{where}.rename: no field {name!r}; fields are: {listed}")
     keep = set(mapping.include) if mapping.include is not None else known
     rename = dict(mapping.rename)
     final = [rename.get(n, n) for n in names if n in keep]
@@ -64,7 +65,9 @@ def apply_mapping(
 
     def transform(sample: Sample) -> Sample:
         values = {rename.get(k, k): v for k, v in sample.values.items() if k in keep}
-        stale = frozenset(rename.get(k, k) for k in sample.stale if k in keep) if sample.stale else sample.stale
+        stale = (
+            frozenset(rename.get(k, k) for k in sample.stale if k in keep) if sample.stale else sample.stale
+        )
         return dataclasses.replace(sample, values=values, stale=stale)
 
     return out, transform

@@ -26,10 +26,10 @@ log = logging.getLogger("wrtfd")
 WEDGE_ENV = "WRTFD_DEBUG_WEDGE_FIFO"
 
 
-def wedge_hook(fifo: str) -> Callable[[Any], None]:
+def wedge_hook(fifo: str) -> Callable[[Any, bool], None]:
     """After each batch: open ``fifo`` for writing (blocks while it has no reader), then close it."""
 
-    def on_batch(_recorder: Any) -> None:
+    def on_batch(_recorder: Any, _synced: bool) -> None:
         fd = os.open(fifo, os.O_WRONLY | os.O_CLOEXEC)
         os.close(fd)
 
@@ -77,6 +77,7 @@ def build_recorder(
             specs,
             policy,
             intake_capacity=rc.queue_size,
+            tick_s=rc.engine_tick_s,
             stall_after_s=cfg.daemon.stall_after_s,
             # leave a margin inside the daemon's own deadline for the final close
             stop_timeout_s=max(0.1, cfg.daemon.shutdown_timeout_s * 0.9),

@@ -79,8 +79,15 @@ def parse_request_head(head: bytes) -> HttpRequest:
     return HttpRequest(method=method, path=path)
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            408: "Request Timeout", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    408: "Request Timeout",
+    431: "Request Header Fields Too Large",
+    503: "Service Unavailable",
+}
 
 
 def _response(status: int, body: bytes, content_type: str, *, head_only: bool = False) -> bytes:
@@ -188,8 +195,13 @@ def render_metrics(snapshot: Mapping[str, Any]) -> str:
 
     sources: Mapping[str, Mapping[str, Any]] = snapshot.get("sources", {})
     family(
-        "wrtfd_source_up", "gauge", "1 when the source is bound and receiving or waiting",
-        [(f'{{source="{_label(n)}"}}', "1" if s.get("state") in UP_STATES else "0") for n, s in sources.items()],
+        "wrtfd_source_up",
+        "gauge",
+        "1 when the source is bound and receiving or waiting",
+        [
+            (f'{{source="{_label(n)}"}}', "1" if s.get("state") in UP_STATES else "0")
+            for n, s in sources.items()
+        ],
     )
     for key, name, kind, help_text in _SOURCE_METRICS:
         samples = []
@@ -218,16 +230,29 @@ def render_metrics(snapshot: Mapping[str, Any]) -> str:
             value = _num(c.get(counter))
             if value is not None:
                 samples.append((f'{{source="{_label(n)}"}}', value))
-        family(f"wrtfd_recorder_source_{_metric_name(counter)}_total", "counter",
-               f"Per-source scheduler counter {counter}", samples)
-    family("wrtfd_recorder_up", "gauge", "1 while the recorder writes normally",
-           [("", "1" if rec.get("state") == "ok" else "0")])
+        family(
+            f"wrtfd_recorder_source_{_metric_name(counter)}_total",
+            "counter",
+            f"Per-source scheduler counter {counter}",
+            samples,
+        )
+    family(
+        "wrtfd_recorder_up",
+        "gauge",
+        "1 while the recorder writes normally",
+        [("", "1" if rec.get("state") == "ok" else "0")],
+    )
 
     disk: Mapping[str, Any] = snapshot.get("disk", {})
     free = _num(disk.get("free_bytes"))
     if free is not None:
         family("wrtfd_disk_free_bytes", "gauge", "Free bytes on the recording file system", [("", free)])
-    family("wrtfd_healthy", "gauge", "1 when /healthz answers 200", [("", "1" if snapshot.get("healthy") else "0")])
+    family(
+        "wrtfd_healthy",
+        "gauge",
+        "1 when /healthz answers 200",
+        [("", "1" if snapshot.get("healthy") else "0")],
+    )
     uptime = _num(snapshot.get("uptime_s"))
     if uptime is not None:
         family("wrtfd_uptime_seconds", "gauge", "Seconds since the daemon started", [("", uptime)])
@@ -245,14 +270,28 @@ class StatusServer:
         self.port = port
         self._snapshot = snapshot
         self._limiter = anyio.CapacityLimiter(MAX_CONNECTIONS)
+        self._listener: anyio.abc.Listener[anyio.abc.SocketStream] | None = None
         self.requests = 0
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
-        listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self.port, reuse_port=False)
+        """Bind, report the port, serve until cancelled; raises OSError when the port is taken."""
+        port = await self.serve_until_bound()
+        task_status.started(port)
+        await self.serve_forever()
+
+    async def serve_until_bound(self) -> int:
+        """Bind the listener (OSError if the address is taken); returns the bound port."""
+        listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self.port)
+        self._listener = listener
+        sock = listener.listeners[0].extra(anyio.abc.SocketAttribute.local_address)
+        self.port = int(sock[1])
+        return self.port
+
+    async def serve_forever(self) -> None:
+        listener = self._listener
+        if listener is None:
+            raise RuntimeError("serve_until_bound() first")
         async with listener:
-            sock = listener.listeners[0].extra(anyio.abc.SocketAttribute.local_address)
-            self.port = int(sock[1])
-            task_status.started(self.port)
             await listener.serve(self._handle)
 
     async def _handle(self, stream: anyio.abc.SocketStream) -> None:
@@ -281,7 +320,9 @@ class StatusServer:
             return
         self.requests += 1
         try:
-            request = parse_request_head(head.split(b"\r\n\r\n", 1)[0] if len(head) <= MAX_HEAD_BYTES else head)
+            request = parse_request_head(
+                head.split(b"\r\n\r\n", 1)[0] if len(head) <= MAX_HEAD_BYTES else head
+            )
         except RequestError as exc:
             await stream.send(_response(exc.status, f"{exc}\n".encode(), "text/plain; charset=utf-8"))
             return
@@ -290,14 +331,20 @@ class StatusServer:
 
     def _route(self, path: str, head_only: bool) -> bytes:
         if path not in ("/status", "/metrics", "/healthz"):
-            return _response(404, b"not found: try /status, /metrics or /healthz\n", "text/plain", head_only=head_only)
+            return _response(
+                404, b"not found: try /status, /metrics or /healthz\n", "text/plain", head_only=head_only
+            )
         snap = self._snapshot()
         if path == "/status":
             body = json.dumps(snap, indent=2, sort_keys=False, default=str).encode() + b"\n"
             return _response(200, body, "application/json", head_only=head_only)
         if path == "/metrics":
-            return _response(200, render_metrics(snap).encode(), "text/plain; version=0.0.4; charset=utf-8",
-                             head_only=head_only)
+            return _response(
+                200,
+                render_metrics(snap).encode(),
+                "text/plain; version=0.0.4; charset=utf-8",
+                head_only=head_only,
+            )
         problems = snap.get("problems", [])
         if problems:
             body = ("unhealthy: " + "; ".join(problems) + "\n").encode()

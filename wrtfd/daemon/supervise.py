@@ -65,7 +65,9 @@ def _reason(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     text = str(exc) or type(exc).__name__
-    return text if isinstance(exc, OSError | RuntimeError) or text != type(exc).__name__ else type(exc).__name__
+    return (
+        text if isinstance(exc, OSError | RuntimeError) or text != type(exc).__name__ else type(exc).__name__
+    )
 
 
 async def supervise(
@@ -93,7 +95,9 @@ async def supervise(
         try:
             await source.run(sink, task_status=relay)
             detail = "source ended"
-            log.warning("source %s ended; restarting", source.name, extra={"rate_key": f"restart:{source.name}"})
+            log.warning(
+                "source %s ended; restarting", source.name, extra={"rate_key": f"restart:{source.name}"}
+            )
         except Exception as exc:  # a failing source must not take the others down
             detail = _reason(exc)
             log.warning(

@@ -109,8 +109,13 @@ def _serial_source(src: SerialSourceConfig, decoder: Any, where: str) -> Source:
     from wrtfd.sources.serial import SerialLineSource, SerialSettings
 
     settings = _call(
-        where, "device", SerialSettings,
-        path=src.device, baudrate=src.baudrate, parity=src.parity, idle_timeout_s=src.idle_timeout_s,
+        where,
+        "device",
+        SerialSettings,
+        path=src.device,
+        baudrate=src.baudrate,
+        parity=src.parity,
+        idle_timeout_s=src.idle_timeout_s,
     )
     opts = dict(src.link_options)
     if src.protocol == "slcan":
@@ -135,8 +140,9 @@ def build_source(loaded: LoadedConfig, index: int, src: SourceConfig) -> BuiltSo
 
         topic_map = _call(where, "topic_map", load_mapping, loaded.resolve(src.topic_map))
         definition = dict(topic_map.definition())
-        source = _call(where, "port", DdsSource, name, mapping=topic_map, host=src.host, port=src.port,
-                       mode=src.mode)
+        source = _call(
+            where, "port", DdsSource, name, mapping=topic_map, host=src.host, port=src.port, mode=src.mode
+        )
         address = f"tcp {src.host}:{src.port} ({src.mode})"
     else:
         decoder = _decoder(loaded, index, src)
@@ -149,15 +155,24 @@ def build_source(loaded: LoadedConfig, index: int, src: SourceConfig) -> BuiltSo
             if port is None:
                 raise ConfigError(f"{where}.port: required: {src.protocol!r} has no usual port")
             source = _call(
-                where, "port", UdpSource, name, decoder, host=src.host, port=port, allow_from=src.allow_from,
-                max_datagram_bytes=src.max_datagram_bytes, rcvbuf_bytes=src.rcvbuf_bytes,
+                where,
+                "port",
+                UdpSource,
+                name,
+                decoder,
+                host=src.host,
+                port=port,
+                allow_from=src.allow_from,
+                max_datagram_bytes=src.max_datagram_bytes,
+                rcvbuf_bytes=src.rcvbuf_bytes,
             )
             address = f"udp {src.host}:{port}"
         elif isinstance(src, AssettoCorsaSourceConfig):
             from wrtfd.sources import assetto_corsa
 
-            source = _call(where, "host", assetto_corsa.AssettoCorsaSource, name, decoder, host=src.host,
-                           port=src.port)
+            source = _call(
+                where, "host", assetto_corsa.AssettoCorsaSource, name, decoder, host=src.host, port=src.port
+            )
             address = f"udp peer {src.host}:{src.port}"
         else:
             source = _serial_source(src, decoder, where)

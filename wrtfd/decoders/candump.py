@@ -17,11 +17,11 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from wrtfd.decoders.base import Decoded, DropCounter
+from wrtfd.decoders.base import Decoded, DropCounter, Sample
 from wrtfd.decoders.can_dbc import CanFrame, DbcChannelDecoder
 from wrtfd.errors import DecodeError, ImportFormatError
 
-__all__ = ["CandumpDecoder", "iter_candump", "parse_candump"]
+__all__ = ["CandumpDecoder", "candump_samples", "iter_candump", "parse_candump"]
 
 _LINE = re.compile(rb"\((\d{1,12})\.(\d{1,9})\)\s+(\S{1,32})\s+([0-9A-Fa-f]{1,8})(#{1,2})(\S*)\s*\Z")
 _HEX = re.compile(rb"(?:[0-9A-Fa-f]{2}){0,8}\Z")
@@ -88,3 +88,27 @@ def iter_candump(path: str | Path, *, drops: DropCounter | None = None) -> Itera
                     drops.add(exc.reason)
                     continue
                 raise ImportFormatError(f"{path}:{lineno}: {exc}") from exc
+
+
+def candump_samples(
+    path: str | Path,
+    decoder: CandumpDecoder,
+    *,
+    source: str = "can",
+    drops: DropCounter | None = None,
+) -> Iterator[Sample]:
+    """Samples of a candump log for replay/import: ``rx_ns`` and ``source_time_ns`` are the log's
+    timestamps. Frames without a mapped signal are counted in ``drops`` (``unmapped_id``...).
+
+    :raises ImportFormatError: as :func:`iter_candump` (strict unless ``drops`` is given).
+    """
+    counter = drops if drops is not None else DropCounter()
+    decode = decoder.can.decode_frame
+    for frame in iter_candump(path, drops=drops):
+        try:
+            decoded = decode(frame)
+        except DecodeError as exc:
+            counter.add(exc.reason)
+            continue
+        stamp = frame.timestamp_ns if frame.timestamp_ns is not None else 0
+        yield Sample.from_decoded(source, stamp, decoded)

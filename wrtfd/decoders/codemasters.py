@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any
 
 from wrtfd.decoders._common import check_channels, load_definition, select_channels
@@ -49,6 +50,17 @@ _WHEEL_ARRAYS: tuple[tuple[int, str], ...] = (
 )  # fmt: skip
 _RPMS: tuple[tuple[int, str], ...] = ((37, "engine_rpm"), (63, "max_rpm"), (64, "idle_rpm"))
 _SHORT_LAST = 37  # mode 1 carries floats 0..37
+
+
+def _getter(pairs: tuple[tuple[int, str], ...]) -> tuple[tuple[str, ...], Callable[[tuple[float, ...]], Any]]:
+    return tuple(name for _i, name in pairs), itemgetter(*(i for i, _name in pairs))
+
+
+_FULL_SCALARS = _getter(_SCALARS)
+_SHORT_SCALARS = _getter(tuple(p for p in _SCALARS if p[0] <= _SHORT_LAST))
+_SHORT_INTS = tuple(p for p in _INTS if p[0] <= _SHORT_LAST)
+_SHORT_WHEEL_ARRAYS = tuple(p for p in _WHEEL_ARRAYS if p[0] + 3 <= _SHORT_LAST)
+_SHORT_RPMS = tuple(p for p in _RPMS if p[0] <= _SHORT_LAST)
 
 #: run_time this far behind the previous one is a new run, not jitter.
 RUN_TIME_RESET_S = 0.5
@@ -88,17 +100,17 @@ class CodemastersDecoder:
         else:
             raise DecodeError(f"codemasters: {size}-byte datagram; expected 264 or 152", reason="wrong_size")
         n = len(t)
-        values: dict[str, Any] = {name: t[i] for i, name in _SCALARS if i < n}
-        for i, name in _INTS:
-            if i < n:
-                values[name] = _int(t[i])
-        for i, name in _WHEEL_ARRAYS:
-            if i + 3 < n:
-                values[name] = (t[i + 2], t[i + 3], t[i], t[i + 1])
+        full = n == 66
+        names, getter = _FULL_SCALARS if full else _SHORT_SCALARS
+        values: dict[str, Any] = dict(zip(names, getter(t), strict=True))
+        for i, name in _INTS if full else _SHORT_INTS:
+            v = t[i]
+            values[name] = int(v) if -1e9 < v < 1e9 else 0  # NaN and inf fail both tests
+        for i, name in _WHEEL_ARRAYS if full else _SHORT_WHEEL_ARRAYS:
+            values[name] = (t[i + 2], t[i + 3], t[i], t[i + 1])
         scale = self.rpm_scale
-        for i, name in _RPMS:
-            if i < n:
-                values[name] = t[i] * scale
+        for i, name in _RPMS if full else _SHORT_RPMS:
+            values[name] = t[i] * scale
 
         run_time = t[0]
         new_session = False

@@ -29,7 +29,18 @@ from wrtfd.decoders.base import Decoded
 from wrtfd.decoders.registry import SCHEMA_DIR, ProtocolInfo
 from wrtfd.errors import DecodeError
 
-__all__ = ["KNOTS_TO_MPS", "PROTOCOLS", "NmeaDecoder", "nmea_checksum", "nmea_definition"]
+__all__ = [
+    "KNOTS_TO_MPS",
+    "MAX_SENTENCE_BYTES",
+    "MODE_2D",
+    "MODE_3D",
+    "MODE_NO_FIX",
+    "MODE_UNKNOWN",
+    "PROTOCOLS",
+    "NmeaDecoder",
+    "nmea_checksum",
+    "nmea_definition",
+]
 
 PROTOCOLS = (
     ProtocolInfo(

@@ -146,7 +146,10 @@ def _export_csv_plain(reader: Reader, output: Path, total: int, progress: Progre
             if not header_done:
                 w.writerow(names)
                 header_done = True
-            lists = [c.tolist() for c in cols]
+            # Same spelling as pyarrow's writer for booleans.
+            lists = [
+                np.where(c, "true", "false").tolist() if c.dtype == np.bool_ else c.tolist() for c in cols
+            ]
             w.writerows(zip(*lists, strict=True))
             rows += len(cols[0])
             if progress:

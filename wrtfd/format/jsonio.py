@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
@@ -28,16 +29,34 @@ FromJson = Callable[[Any, str], Any]
 _BATCH = 4096
 
 
+_F32 = struct.Struct("<f")
+_F32_CACHE: dict[float, float] = {}
+_F32_CACHE_MAX = 1 << 16
+
+
 def _f32_to_json(v: float) -> Any:
+    """The shortest decimal that reads back (via float64, as JSON does) as the same float32."""
     v = float(v)
-    if math.isnan(v):
+    if v != v:
         return "nan"
-    if math.isinf(v):
+    if v in (math.inf, -math.inf):
         return "inf" if v > 0 else "-inf"
-    short = float(str(np.float32(v)))
-    # The shortest float32 decimal goes through float64 on the way back; keep it only if that
-    # double rounding lands on the same float32 (otherwise the exact double is printed).
-    return short if np.float32(short) == np.float32(v) else v
+    if v == 0.0:
+        return v  # keeps the sign of -0.0 (and 0.0 == -0.0 would confuse the cache)
+    hit = _F32_CACHE.get(v)
+    if hit is not None:
+        return hit
+    packed = _F32.pack(v)
+    out = v  # the exact double always reads back exactly
+    for digits in (6, 7, 8, 9):
+        short = float(f"{v:.{digits}g}")
+        if _F32.pack(short) == packed:  # the same double -> float32 rounding numpy does on write
+            out = short
+            break
+    if len(_F32_CACHE) >= _F32_CACHE_MAX:
+        _F32_CACHE.clear()
+    _F32_CACHE[v] = out
+    return out
 
 
 def _f64_to_json(v: float) -> Any:

@@ -180,15 +180,21 @@ def parse_metadata(buf: Buffer, count: int) -> tuple[list[MetadataEntry], int]:
     return entries, pos
 
 
-def decode_metadata(entries: list[MetadataEntry]) -> dict[str, str]:
+def decode_metadata(entries: list[MetadataEntry], *, strict: bool = True) -> dict[str, str]:
+    """Keys and values as text; the first of duplicate keys wins.
+
+    ``strict=False`` replaces invalid UTF-8 instead of raising, so that one damaged entry does
+    not hide the frames (the validator reports it).
+    """
+    errors = "strict" if strict else "replace"
     out: dict[str, str] = {}
     for e in entries:
         try:
-            key = e.key.decode("utf-8")
+            key = e.key.decode("utf-8", errors)
         except UnicodeDecodeError:
             raise CorruptFileError("metadata key is not valid UTF-8", offset=e.offset)
         try:
-            value = e.value.decode("utf-8")
+            value = e.value.decode("utf-8", errors)
         except UnicodeDecodeError:
             raise CorruptFileError(f"metadata {key!r}: value is not valid UTF-8", offset=e.value_offset)
         out.setdefault(key, value)
@@ -338,7 +344,7 @@ class Reader:
         self.rate_hz = hdr.rate_hz
         self.start_timestamp_us = hdr.start_timestamp_us
         self.metadata_entries, self.data_start = parse_metadata(buf, hdr.metadata_count)
-        self.metadata = decode_metadata(self.metadata_entries)
+        self.metadata = decode_metadata(self.metadata_entries, strict=False)
         self.schema_source = "external"
         if schema is None:
             text = self.metadata.get(SCHEMA_METADATA_KEY)
@@ -349,7 +355,7 @@ class Reader:
             try:
                 schema = Schema.from_yaml(text, source=f"metadata '{SCHEMA_METADATA_KEY}'")
             except SchemaError as exc:
-                raise SchemaError(f"{self.path}: {exc}")
+                raise SchemaError(f"{self.path}: {exc} (an external definition can be given: --schema)")
             self.schema_source = "embedded"
         self.schema: Schema = schema
         self.footer_error: CorruptFileError | None = None

@@ -116,6 +116,10 @@ class Leaf:
         return "_".join(str(p) for p in self.path)
 
 
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SCHEMA_CACHE: dict[str, Schema] = {}
+
+
 def _err(path: str, message: str) -> SchemaError:
     return SchemaError(f"{path}: {message}")
 
@@ -300,9 +304,24 @@ class Schema:
 
     @classmethod
     def from_yaml(cls, text: str, *, source: str = "definition") -> Schema:
-        """Parse definition text (YAML); ``source`` names it in error messages."""
+        """Parse definition text (YAML); ``source`` names it in error messages.
+
+        Results are cached by text: a directory of recordings shares one definition, and
+        parsing YAML costs more than opening a file.
+        """
+        cached = _SCHEMA_CACHE.get(text)
+        if cached is not None:
+            return cached
+        schema = cls._parse_yaml(text, source)
+        if len(_SCHEMA_CACHE) >= 64:
+            _SCHEMA_CACHE.pop(next(iter(_SCHEMA_CACHE)))
+        _SCHEMA_CACHE[text] = schema
+        return schema
+
+    @classmethod
+    def _parse_yaml(cls, text: str, source: str) -> Schema:
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_YAML_LOADER)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" line {mark.line + 1}" if mark is not None else ""
@@ -334,7 +353,7 @@ class Schema:
         except yaml.YAMLError as exc:
             raise SchemaError(f"definition: cannot be written as YAML ({exc})")
         # Reparse so that the stored text and the layout can never disagree.
-        return cls(yaml.safe_load(text), text)
+        return cls(yaml.load(text, Loader=_YAML_LOADER), text)
 
     # -- checks ---------------------------------------------------------------------------------
 

@@ -19,13 +19,12 @@ from wrtfd.errors import CorruptFileError, FormatError, SchemaError
 from wrtfd.format.reader import (
     Buffer,
     ScannedSession,
-    decode_metadata,
     parse_document_footer,
     parse_file_header,
     parse_metadata,
     scan_sessions,
 )
-from wrtfd.format.schema import EnumDef, Leaf, Schema, covered_bytes, leaf_column
+from wrtfd.format.schema import Schema, covered_bytes
 from wrtfd.format.spec import (
     FILE_HEADER_SIZE,
     FORMAT_VERSION,
@@ -115,9 +114,10 @@ class _Checker:
                     FILE_HEADER_SIZE, "metadata-required", f"required metadata key {k!r} missing (N5, N12)"
                 )
         if self.schema is None:
+            entry = next((e for e in entries if e.key == SCHEMA_METADATA_KEY.encode()), None)
             try:
-                text = decode_metadata(entries).get(SCHEMA_METADATA_KEY)
-            except CorruptFileError:
+                text = None if entry is None else entry.value.decode("utf-8")
+            except UnicodeDecodeError:
                 text = None
             if text is None:
                 self.add(None, "no-definition", "no definition to check sessions against (give --schema)")
@@ -125,8 +125,7 @@ class _Checker:
             try:
                 self.schema = Schema.from_yaml(text, source=f"metadata '{SCHEMA_METADATA_KEY}'")
             except SchemaError as exc:
-                entry = next(e for e in entries if e.key == SCHEMA_METADATA_KEY.encode())
-                self.add(entry.value_offset, "schema", str(exc))
+                self.add(None if entry is None else entry.value_offset, "schema", str(exc))
                 return
         self.check_sessions(data_start, hdr.rate_hz)
 
@@ -216,7 +215,7 @@ class _Checker:
         if schema is None:  # pragma: no cover
             return
         buf = self.buf
-        self.check_blob(buf, s.offset + 8, schema.header_dtype, f"session {i} header", schema.header_fields)
+        self.check_blob(buf, s.offset + 8, schema.header_dtype, f"session {i} header")
         fsize = schema.frame_size
         if s.footer_offset is None:
             if s.torn_bytes:
@@ -241,29 +240,24 @@ class _Checker:
                     s.footer_offset + SESSION_FOOTER_HEAD.size,
                     schema.footer_dtype,
                     f"session {i} footer",
-                    schema.footer_fields,
                 )
         self.check_frames(i, s)
 
-    def check_blob(self, buf: Buffer, offset: int, dtype: np.dtype[Any], what: str, fields: Any) -> None:
-        schema = self.schema
-        if schema is None:  # pragma: no cover
-            return
+    def check_blob(self, buf: Buffer, offset: int, dtype: np.dtype[Any], what: str) -> None:
         arr = np.frombuffer(buf, dtype=dtype, count=1, offset=offset)
-        self.check_records(arr, offset, dtype.itemsize, what, schema.leaves(fields), covered_bytes(dtype))
+        self.check_records(arr, offset, dtype.itemsize, what, covered_bytes(dtype))
 
     def check_frames(self, i: int, s: ScannedSession) -> None:
         schema = self.schema
         if schema is None or s.frame_count == 0:
             return
-        leaves = [lf for lf in schema.frame_leaves if lf.kind in ("enum", "bool")]
         mask = covered_bytes(schema.frame_dtype)
         fsize = schema.frame_size
         for start in range(0, s.frame_count, _CHUNK):
             n = min(_CHUNK, s.frame_count - start)
             off = s.frames_offset + start * fsize
             arr = np.frombuffer(self.buf, dtype=schema.frame_dtype, count=n, offset=off)
-            if self.check_records(arr, off, fsize, f"session {i} frame", leaves, mask, first_index=start):
+            if self.check_records(arr, off, fsize, f"session {i} frame", mask, first_index=start):
                 return
 
     def check_records(
@@ -272,11 +266,14 @@ class _Checker:
         offset: int,
         itemsize: int,
         what: str,
-        leaves: list[Leaf],
         mask: np.ndarray,
-        first_index: int = 0,
+        first_index: int | None = None,
     ) -> bool:
-        """Padding zero (spec 8.7), enum values defined, bools 0/1. True if something was found."""
+        """Padding bytes zero (spec 8.7). True if something was found.
+
+        Enum numbers without a name and bools other than 0/1 are data, not errors: the spec
+        reads any non-zero bool as true, and a game may send a state newer than the definition.
+        """
         found = False
         raw = arr.view(np.uint8).reshape(len(arr), itemsize)
         pad_cols = np.flatnonzero(~mask)
@@ -284,35 +281,11 @@ class _Checker:
             bad_rows = np.flatnonzero(raw[:, pad_cols].any(axis=1))
             if len(bad_rows):
                 r = int(bad_rows[0])
-                label = f"{what} {first_index + r}" if len(arr) > 1 or first_index else what
+                label = what if first_index is None else f"{what} {first_index + r}"
                 self.add(
                     offset + r * itemsize,
                     "padding",
                     f"{label}: padding bytes are not zero ({len(bad_rows)} record(s))",
-                )
-                found = True
-        for lf in leaves:
-            col = leaf_column(arr, lf.path)
-            if lf.kind == "bool":
-                col = col.view(np.uint8)
-                bad = np.flatnonzero(col > 1)
-                kind = "bool"
-                desc = "is not 0 or 1"
-            elif lf.kind == "enum" and isinstance(lf.enum, EnumDef):
-                allowed = np.array([v for _, v in lf.enum.values], dtype="<u4")
-                bad = np.flatnonzero(~np.isin(col, allowed))
-                kind = "enum"
-                desc = f"is not a value of enum {lf.enum.name}"
-            else:
-                continue
-            if len(bad):
-                r = int(bad[0])
-                label = f"{what} {first_index + r}" if len(arr) > 1 or first_index else what
-                value = int(col[r])
-                self.add(
-                    offset + r * itemsize,
-                    kind,
-                    f"{label}: {lf.column} = {value} {desc} ({len(bad)} record(s))",
                 )
                 found = True
         return found

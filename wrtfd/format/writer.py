@@ -40,6 +40,7 @@ from wrtfd.format.spec import (
     SESSION_FOOTER_HEAD,
     SESSION_FOOTER_MAGIC,
     SESSION_MAGIC,
+    U64,
     pad8,
 )
 
@@ -53,6 +54,23 @@ __all__ = [
 ]
 
 _U64_MAX = 0xFFFFFFFFFFFFFFFF
+#: Batches at least this big go straight to write() instead of through the buffer (no copy).
+_DIRECT_WRITE_BYTES = 64 * 1024
+
+
+def _false_runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """[start, stop) ranges where ``mask`` is False (the padding bytes of a record)."""
+    runs: list[tuple[int, int]] = []
+    start: int | None = None
+    for i, covered in enumerate(mask.tolist()):
+        if not covered and start is None:
+            start = i
+        elif covered and start is not None:
+            runs.append((start, i))
+            start = None
+    if start is not None:
+        runs.append((start, len(mask)))
+    return runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +220,7 @@ class Writer:
             raise FormatError(f"rate_hz must be a positive integer, got {rate_hz!r}")
         if start_timestamp_us is None:
             start_timestamp_us = time.time_ns() // 1000
-        if not 0 < start_timestamp_us <= _U64_MAX:
+        if not isinstance(start_timestamp_us, int) or not 0 < start_timestamp_us <= _U64_MAX:
             raise FormatError(f"start_timestamp_us must be > 0 (spec 9), got {start_timestamp_us}")
         entries: list[tuple[str, str]] = []
         if embed_schema:
@@ -230,11 +248,22 @@ class Writer:
         self.last_tick: int | None = None
         self._closed = False
         self._saved = self._state()
-        self._footer_zero = bytes(schema.footer_size)
         self._header_scratch = np.zeros((), dtype=schema.header_dtype)
         self._frame_scratch = np.zeros((), dtype=schema.frame_dtype)
-        self._pad_cols = np.flatnonzero(~covered_bytes(schema.frame_dtype))
-        self._append(head)
+        covered = covered_bytes(schema.frame_dtype)
+        self._pad_cols = np.flatnonzero(~covered)
+        self._pad_ranges = _false_runs(covered)
+        self._dir_synced = False
+        # The header goes out at once: from now on the file is a readable (if empty) WRTF file.
+        self._buf += head
+        try:
+            self.flush()
+        except OSError:
+            fd, self._fd = self._fd, None
+            self._closed = True
+            os.close(fd)
+            self.path.unlink(missing_ok=True)
+            raise
 
     # -- state kept consistent with what is on disk ---------------------------------------------
 
@@ -323,6 +352,23 @@ class Writer:
         """Flush and force everything written so far onto the disk (survives a power cut)."""
         self.flush()
         os.fsync(self._check_open())
+        self._sync_directory()
+
+    def _sync_directory(self) -> None:
+        """Once per file: make its directory entry durable too (a new file can vanish otherwise)."""
+        if self._dir_synced:
+            return
+        try:
+            dfd = os.open(self.path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError:
+            return
+        try:
+            os.fsync(dfd)
+        except OSError:
+            pass  # some filesystems cannot fsync a directory; the file data is synced already
+        finally:
+            os.close(dfd)
+        self._dir_synced = True
 
     # -- sessions and frames --------------------------------------------------------------------
 
@@ -371,16 +417,21 @@ class Writer:
             raise FormatError(f"tick {tick} out of range")
         if self.last_tick is not None and tick <= self.last_tick:
             raise FormatError(f"tick {tick} after {self.last_tick}: ticks must strictly increase (N10)")
-        scratch = self._frame_scratch
         if isinstance(values, np.void) or (isinstance(values, np.ndarray) and values.shape == ()):
             if values.dtype != self.schema.frame_dtype:
                 raise FormatError(f"frame: dtype {values.dtype} is not the schema's frame dtype")
-            scratch[...] = 0
-            scratch[...] = values  # field by field: padding stays zero
-        else:
-            scratch[...] = 0
-            if values is not None:
-                fill_record(self.schema, self.schema.frame_fields, scratch, values, "frame")
+            # Bytes, then padding cleared: a field-by-field copy is slow for wide frames.
+            rec = bytearray(values.tobytes())
+            for start, stop in self._pad_ranges:
+                rec[start:stop] = bytes(stop - start)
+            rec[0:8] = U64.pack(tick)
+            self._count(tick, tick, 1)
+            self._append(rec)
+            return
+        scratch = self._frame_scratch
+        scratch[...] = 0
+        if values is not None:
+            fill_record(self.schema, self.schema.frame_fields, scratch, values, "frame")
         scratch["tick"] = tick
         self._count(tick, tick, 1)
         self._append(scratch.tobytes())
@@ -420,7 +471,9 @@ class Writer:
             rows[:, self._pad_cols] = 0
         data: np.ndarray = rows.reshape(-1)
         self._count(int(ticks[0]), int(ticks[-1]), len(frames))
-        if len(self._buf) + data.nbytes < self._buffer_limit:
+        if data.nbytes < min(self._buffer_limit, _DIRECT_WRITE_BYTES) and (
+            len(self._buf) + data.nbytes < self._buffer_limit
+        ):
             self._buf += memoryview(data.data)
             return
         # Large batch: write the buffer and the batch out together, without copying the batch.
@@ -471,6 +524,7 @@ class Writer:
             self.flush()
             if self._fsync_on_close:
                 os.fsync(fd)
+                self._sync_directory()
         finally:
             self._closed = True
             self._fd = None

@@ -50,6 +50,8 @@ __all__ = [
 ALL_VEHICLES = "all-vehicles"
 #: Used when the recording has fewer than two frames (no frame duration to go by).
 DEFAULT_RATE_HZ = 20
+#: CARLA elapsed times beyond this (a year) are corrupt, not a long simulation.
+MAX_ELAPSED_S = 365 * 86400.0
 #: Slots above this make frames of hundreds of kilobytes: refuse rather than write absurd files.
 MAX_VEHICLE_SLOTS = 4096
 
@@ -64,7 +66,7 @@ class ImportResult:
         self.rate_hz = 0
         self.frames_in = 0
         self.samples = 0
-        self.dropped_frames = 0  # elapsed not after the previous frame's
+        self.dropped_frames = 0  # elapsed negative, absurd, or not after the previous frame's
         self.problems: list[str] = []
         self.summary: Summary | None = None
 
@@ -116,8 +118,11 @@ def _samples(
         result.frames_in += 1
         if progress and result.frames_in % 2000 == 0:
             sys.stderr.write(f"\rimporting frame {result.frames_in}/{total}")
+        values = channels.update(frame)  # always: its events change the state
+        if not 0.0 <= frame.elapsed_s <= MAX_ELAPSED_S:
+            result.dropped_frames += 1
+            continue
         ns = round(frame.elapsed_s * 1e9)
-        values = channels.update(frame)
         if last_ns is not None and ns <= last_ns:
             result.dropped_frames += 1
             continue
@@ -213,8 +218,16 @@ def import_recording(
             metadata["Car"] = chosen.description_id
             info = {"track": header.map_name, "car": chosen.description_id}
         derived = _lap_channels(track) if track is not None else []
+        # The scheduler centres the first frame in tick 0, so the file starts half a tick before
+        # CARLA's elapsed 0: the start must leave room for that (and stay a valid uint64).
+        min_start_us = -(-1_000_000 // rate)
         if start_timestamp_us is None:
-            start_timestamp_us = max(header.date_s, 0) * 1_000_000
+            start_timestamp_us = max(header.date_s * 1_000_000, min_start_us)
+        elif start_timestamp_us < min_start_us:
+            raise ImportFormatError(
+                f"--start-timestamp must be at least {min_start_us} us at {rate} Hz"
+                " (tick 0 starts half a tick before the first CARLA frame)"
+            )
         output.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".carla-import-", dir=output.parent) as tmp:
             # One session per import: CARLA time has no pauses, and an actor's absence shows as
@@ -271,7 +284,10 @@ def run_import(args: argparse.Namespace) -> int:
         f" ({result.samples} samples)\n"
     )
     if result.dropped_frames:
-        err.write(f"  {result.dropped_frames} frames dropped: elapsed time not after the previous frame's\n")
+        err.write(
+            f"  {result.dropped_frames} frames dropped:"
+            " elapsed time out of range or not after the previous frame's\n"
+        )
     for problem in result.problems:
         err.write(f"  problem: {problem}\n")
     return 0

@@ -4,8 +4,8 @@ The capture is replayed through the same pieces as the live DDS source: the same
 the same :class:`~wrtfd.zddsrec.mapper.FrameMapper` and CDR decoders, then the recorder's
 scheduler, driven by the recorded timestamps (``time_base + delta``) instead of a clock. So a
 pause in the capture shows as exactly the ticks it lasted, and the same input with the same
-``--start-timestamp`` gives the same output bytes. The default start timestamp is the capture's
-own time base.
+``--start-timestamp`` gives the same output bytes. The default start timestamp is the recorded
+time of the first imported sample (so without the option the output is deterministic too).
 
 A torn last frame (a recorder killed mid-write) is reported and every complete frame before it
 is imported. Malformed frames stop the import with the frame's byte offset; payloads that do not
@@ -18,6 +18,7 @@ complete, so a failed import never leaves a half-written file.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import tempfile
@@ -116,8 +117,6 @@ def import_zddsrec(
     with ZddsrecReader(path, limits=mapping.limits) as reader:
         header = reader.header
         stats.time_base_unix_ns = header.time_base_unix_ns
-        if start_timestamp_us is None:
-            start_timestamp_us = max(header.time_base_unix_ns, 0) // 1000
         metadata = {
             "zddsrec.file": path.name,
             "zddsrec.time_base_unix_ns": str(header.time_base_unix_ns),
@@ -135,6 +134,15 @@ def import_zddsrec(
             use_source_clock=True,
         )
         samples = iter_samples(reader, mapping, stats)
+        first = next(samples, None)
+        if first is None:
+            raise ImportFormatError(
+                f"{path}: no sample of a mapped topic to import "
+                f"({stats.frames} frames; topics in the file: {', '.join(t.name for t in header.topics)})"
+            )
+        if start_timestamp_us is None:
+            start_timestamp_us = max(first.rx_ns, 0) // 1000
+        samples = itertools.chain((first,), samples)
         if progress:
             samples = _progress(samples, reader, path.stat().st_size)
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -147,11 +155,6 @@ def import_zddsrec(
                 start_timestamp_us=start_timestamp_us,
                 metadata=metadata,
             )
-            if stats.samples == 0:
-                raise ImportFormatError(
-                    f"{path}: no sample of a mapped topic to import "
-                    f"({stats.frames} frames; topics in the file: {', '.join(t.name for t in header.topics)})"
-                )
             if len(paths) != 1:
                 raise WrtfdError(f"the recorder wrote {len(paths)} files for one import; expected one")
             os.replace(paths[0], output)  # same directory, so same filesystem: atomic

@@ -62,7 +62,7 @@ class LiveRecorder:
         stall_after_s: float = 5.0,
         stop_timeout_s: float = 2.0,
         clock_ns: Callable[[], int] = time.monotonic_ns,
-        on_batch: Callable[[Recorder], None] | None = None,
+        on_batch: Callable[[Recorder, bool], None] | None = None,
     ) -> None:
         self.recorder = Recorder(sources, policy, derived, metadata=metadata,
                                  clock=lambda: clock_ns() / 1e9)
@@ -183,7 +183,7 @@ class LiveRecorder:
         ops: list[Op] = []
         while intake:
             sample = intake.popleft()
-            ops.extend(rec.advance(sample.rx_ns))
+            rec.advance(sample.rx_ns, flush=False)  # events stay queued until the flush below
             rec.push(sample)
         ops.extend(rec.advance(self._clock_ns()))
         self._queue(ops)
@@ -233,9 +233,9 @@ class LiveRecorder:
         rec = self.recorder
         if ops:
             rec.apply(ops)
-        rec.sync_if_due()
+        synced = rec.sync_if_due()
         if self._on_batch is not None:
-            self._on_batch(rec)
+            self._on_batch(rec, synced)
 
     async def _write_off_loop(self, ops: list[Op]) -> None:
         self._writing_since = time.monotonic()

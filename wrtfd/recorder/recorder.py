@@ -30,7 +30,7 @@ from wrtfd.decoders.base import Sample
 from wrtfd.errors import ConfigError
 from wrtfd.format import Schema
 from wrtfd.recorder.compose import END_REASONS, FOOTER_SOURCE_COUNTERS, TEXT_BYTES, compose_definition
-from wrtfd.recorder.files import DEFAULT_TEMPLATE, FileSink, check_template
+from wrtfd.recorder.files import DEFAULT_TEMPLATE, FileSink, check_template, join_records
 from wrtfd.scheduler import (
     FrameBlock,
     MergePolicy,
@@ -218,8 +218,10 @@ class Recorder:
     def push(self, sample: Sample) -> None:
         self.scheduler.push(sample)
 
-    def advance(self, now_ns: int) -> list[Op]:
-        return self._ops(self.scheduler.advance(now_ns))
+    def advance(self, now_ns: int, *, flush: bool = True) -> list[Op]:
+        """Move the clock; ``flush=False`` keeps the operations for a later ``flush=True`` call
+        (bigger frame blocks: what replay and the live driver do between batches)."""
+        return self._ops(self.scheduler.advance(now_ns, flush=flush))
 
     def finish(self, reason: str = "end") -> list[Op]:
         """Place everything pending and end the session (end of input, stop, shutdown)."""
@@ -316,18 +318,6 @@ class Recorder:
         return list(self.sink.paths)
 
 
-def _join(arrays: list[np.ndarray]) -> np.ndarray:
-    """Concatenate keeping the exact dtype (np.concatenate would repack padded structs)."""
-    if len(arrays) == 1:
-        return arrays[0]
-    out = np.empty(sum(len(a) for a in arrays), dtype=arrays[0].dtype)
-    i = 0
-    for a in arrays:
-        out[i : i + len(a)] = a
-        i += len(a)
-    return out
-
-
 def _coalesce(ops: Iterable[Op]) -> list[Op]:
     """Join consecutive frame operations into one array (one write instead of many)."""
     out: list[Op] = []
@@ -337,11 +327,11 @@ def _coalesce(ops: Iterable[Op]) -> list[Op]:
             run.append(op.frames)
             continue
         if run:
-            out.append(FramesOp(_join(run)))
+            out.append(FramesOp(run[0] if len(run) == 1 else join_records(run)))
             run = []
         out.append(op)
     if run:
-        out.append(FramesOp(_join(run)))
+        out.append(FramesOp(run[0] if len(run) == 1 else join_records(run)))
     return out
 
 
@@ -364,10 +354,10 @@ def replay(
     pending: list[Op] = []
     queued = 0
     try:
-        for sample in samples:
+        for i, sample in enumerate(samples):
             if rec._origin is None:
                 rec.set_origin(sample.rx_ns, start_timestamp_us)
-            ops = rec.advance(sample.rx_ns)
+            ops = rec.advance(sample.rx_ns, flush=i % 1024 == 1023)
             if ops:
                 pending.extend(ops)
                 queued += sum(len(o.frames) for o in ops if isinstance(o, FramesOp))

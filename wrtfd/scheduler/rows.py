@@ -10,6 +10,7 @@ every channel of an all-float source (the common case for game telemetry).
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -50,7 +51,7 @@ def _store(view: np.ndarray, value: Any) -> None:
 class SourceRow:
     """Writes of one source into ``held[field]`` (``held`` is a 1-element structured array)."""
 
-    __slots__ = ("_flat", "_flat_names", "_float_views", "_scalar", "_views", "names")
+    __slots__ = ("_all", "_flat", "_flat_names", "_float_views", "_getter", "_scalar", "_views", "names")
 
     def __init__(self, held: np.ndarray, field: str) -> None:
         sub = held[field]
@@ -81,13 +82,15 @@ class SourceRow:
                     raw = held.view(np.uint8)[start : start + size * len(offsets)]
                     self._flat = raw.view(fdt)
                     self._flat_names = tuple(n for _, n in offsets)
+        self._getter = operator.itemgetter(*self._flat_names) if len(self._flat_names) > 1 else None
+        self._all = frozenset(self.names)
 
     def apply(self, values: Mapping[str, object]) -> tuple[int, int]:
         """Store the values; return ``(unknown_channels, bad_values)`` (both 0 normally)."""
         flat = self._flat
-        if flat is not None and len(values) == len(self._flat_names):
+        if flat is not None and self._getter is not None and len(values) == len(self._flat_names):
             try:
-                flat[:] = [values[n] for n in self._flat_names]
+                flat[:] = self._getter(values)
                 return 0, 0
             except (KeyError, TypeError, ValueError, OverflowError):
                 pass  # fall back to the per-channel path, which says what was wrong
@@ -116,4 +119,4 @@ class SourceRow:
 
     @property
     def all_names(self) -> frozenset[str]:
-        return frozenset(self.names)
+        return self._all

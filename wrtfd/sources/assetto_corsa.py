@@ -152,10 +152,9 @@ class AssettoCorsaSource:
                     continue
                 if got is None:
                     break
-                data, addr, _flags, kernel_dropped = got
+                data, addr, _flags, kernel_dropped, rx_ns = got
                 if kernel_dropped:
                     dropped.add("kernel_overflow", kernel_dropped)
-                rx_ns = time.monotonic_ns()
                 stats.received += 1
                 stats.bytes += len(data)
                 stats.last_rx_ns = rx_ns

@@ -160,11 +160,19 @@ class SerialLink:
         if not self._transport.is_closing():
             self._transport.close()
 
-    async def aclose(self) -> None:
-        """Close and wait until pyserial has released the fd."""
+    async def aclose(self, flush_timeout_s: float = 1.0) -> None:
+        """Close and wait until pyserial has released the fd.
+
+        A graceful close first writes out pending bytes; a device that takes none (wedged
+        adapter, flow control stuck) is aborted after ``flush_timeout_s`` so no handle lingers.
+        """
         self.close()
-        with anyio.move_on_after(2.0):
+        with anyio.move_on_after(flush_timeout_s):
             await asyncio.shield(self.protocol.lost)
+        if not self.protocol.lost.done():
+            self._transport.abort()
+            with anyio.move_on_after(flush_timeout_s):
+                await asyncio.shield(self.protocol.lost)
 
     async def wait_lost(self, idle_timeout_s: float | None) -> str:
         """Wait until the device goes away; return why."""

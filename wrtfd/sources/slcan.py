@@ -16,7 +16,7 @@ from wrtfd.errors import ConfigError, DecodeError
 from wrtfd.sources.base import SinkFull, SourceState
 from wrtfd.sources.serial import SerialLineSource, SerialSettings
 
-__all__ = ["SlcanSource", "slcan_open_commands"]
+__all__ = ["SLCAN_MAX_LINE_BYTES", "SlcanSource", "slcan_open_commands"]
 
 #: Longest SLCAN line: T + 8 id + dlc + 16 data + 4 timestamp = 30 bytes; leave room for noise.
 SLCAN_MAX_LINE_BYTES = 64

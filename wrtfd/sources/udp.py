@@ -11,18 +11,23 @@ bound, decoded, and handed to the sink. Every datagram ends up either decoded or
 intake refused it), ``kernel_overflow`` (the socket buffer overflowed before we read: Linux
 reports the count with ``SO_RXQ_OVFL``), ``socket_error`` (e.g. ICMP errors surfacing on recv).
 
-The socket is read directly (non-blocking ``recvmsg`` driven by :func:`anyio.wait_readable`)
-rather than through anyio's UDP stream, whose 100-entry internal queue drops silently when the
-loop is busy: here the only queue is the kernel's, bounded by ``rcvbuf_bytes`` and accounted.
+The socket is read directly (non-blocking ``recvmsg`` from a reader callback on asyncio, or
+driven by :func:`anyio.wait_readable` elsewhere) rather than through anyio's UDP stream, whose
+100-entry internal queue drops silently when the loop is busy: here the only queue is the kernel's, bounded by ``rcvbuf_bytes`` and accounted.
 
 A change of the decoder's ``session_key`` (F1 ``sessionUID``, the Forza / DiRT session
 counter, the AC handshake) sets ``new_session`` on the sample that carries it.
+
+Receive times: ``rx_ns`` is the kernel's arrival time (``SO_TIMESTAMPNS``) moved onto the
+monotonic clock, so a stall of the event loop does not bunch evenly spaced datagrams (which
+the scheduler would otherwise see as a pause followed by a burst).
 
 Lifecycle: ``STARTING -> (bound) LISTENING -> (first datagram) RECEIVING ... cancelled -> STOPPED``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import socket
@@ -44,11 +49,28 @@ log = logging.getLogger("wrtfd.sources.udp")
 
 #: Largest UDP payload over IPv4.
 MAX_UDP_PAYLOAD = 65507
+_LINUX = sys.platform.startswith("linux")
 #: Linux socket option: report the count of datagrams the kernel dropped (cmsg on recvmsg).
-_SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40 if sys.platform.startswith("linux") else None)
+_SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40 if _LINUX else None)
+#: Linux socket option: the kernel's receive time of each datagram (struct timespec, realtime).
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if _LINUX else None)
 _U32 = struct.Struct("=I")
+_TIMESPEC = struct.Struct("=qq")
+#: A kernel timestamp older than this (or in the future) is not trusted: the wall clock moved.
+_MAX_KERNEL_AGE_NS = 1_000_000_000
 #: Datagrams read per wake-up before yielding to other tasks.
 DEFAULT_BATCH = 256
+
+
+def _enable(sock: socket.socket, option: int | None) -> bool:
+    """Turn on a boolean SOL_SOCKET option where the platform has it."""
+    if option is None:
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, option, 1)
+    except OSError:
+        return False
+    return True
 
 
 class SenderAllowlist:
@@ -96,19 +118,16 @@ class DatagramSocket:
             sock.setblocking(False)
             if rcvbuf_bytes:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf_bytes)
-            self.overflow_supported = False
-            if _SO_RXQ_OVFL is not None:
-                try:
-                    sock.setsockopt(socket.SOL_SOCKET, _SO_RXQ_OVFL, 1)
-                    self.overflow_supported = True
-                except OSError:
-                    pass
+            self.overflow_supported = _enable(sock, _SO_RXQ_OVFL)
+            self.timestamps_supported = _enable(sock, _SO_TIMESTAMPNS)
             sock.bind((host, port))
         except OSError as e:
             sock.close()
             raise SourceError(f"cannot bind UDP {host}:{port}: {e.strerror or e}") from e
         self.sock = sock
-        self._ancbuf = socket.CMSG_SPACE(4) if self.overflow_supported else 0
+        self._ancbuf = (socket.CMSG_SPACE(4) if self.overflow_supported else 0) + (
+            socket.CMSG_SPACE(_TIMESPEC.size) if self.timestamps_supported else 0
+        )
         self._kernel_dropped = 0
 
     @property
@@ -116,8 +135,12 @@ class DatagramSocket:
         addr = self.sock.getsockname()
         return str(addr[0]), int(addr[1])
 
-    def receive(self, max_bytes: int) -> tuple[bytes, Any, int, int] | None:
-        """One datagram ``(data, address, flags, new kernel drops)``, or None when none is waiting.
+    def receive(self, max_bytes: int) -> tuple[bytes, Any, int, int, int] | None:
+        """One datagram ``(data, address, flags, new kernel drops, rx_ns)``, or None when none waits.
+
+        ``rx_ns`` is on the monotonic clock: the kernel's arrival time where the kernel reports
+        it (so a busy event loop does not bunch the receive times of datagrams that arrived
+        evenly), else the time of this read.
 
         :raises OSError: socket errors other than "would block".
         """
@@ -125,13 +148,21 @@ class DatagramSocket:
             data, anc, flags, addr = self.sock.recvmsg(max_bytes, self._ancbuf)
         except BlockingIOError:
             return None
+        rx_ns = time.monotonic_ns()
         dropped = 0
         for level, kind, payload in anc:
-            if level == socket.SOL_SOCKET and kind == _SO_RXQ_OVFL and len(payload) >= 4:
+            if level != socket.SOL_SOCKET:
+                continue
+            if kind == _SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
+                sec, nsec = _TIMESPEC.unpack_from(payload)
+                age = time.time_ns() - (sec * 1_000_000_000 + nsec)
+                if 0 <= age < _MAX_KERNEL_AGE_NS:
+                    rx_ns -= age
+            elif kind == _SO_RXQ_OVFL and len(payload) >= 4:
                 (total,) = _U32.unpack_from(payload)
                 dropped = (total - self._kernel_dropped) & 0xFFFFFFFF
                 self._kernel_dropped = total
-        return data, addr, flags, dropped
+        return data, addr, flags, dropped, rx_ns
 
     async def wait_readable(self) -> None:
         await anyio.wait_readable(self.sock)
@@ -210,27 +241,56 @@ class UdpSource:
             self.stats.set_state(SourceState.STOPPED)
 
     async def _loop(self, sock: DatagramSocket, sink: SampleSink) -> None:
+        drain = self._drainer(sock, sink)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # another anyio backend (trio)
+            loop = None
+        if loop is not None:
+            # A persistent reader callback: no task switch and no epoll re-registration per
+            # datagram (what a 360 Hz feed costs most otherwise).
+            fd = sock.sock.fileno()
+            loop.add_reader(fd, drain)
+            try:
+                await anyio.sleep_forever()
+            finally:
+                loop.remove_reader(fd)
+        else:
+            while True:
+                await sock.wait_readable()
+                drain()
+
+    def _drainer(self, sock: DatagramSocket, sink: SampleSink) -> Callable[[], None]:
+        """Read up to ``batch`` waiting datagrams and handle each; never raises."""
         handle = self._handler(sink)
         read_size = self.max_datagram_bytes + 1  # one more byte tells "too large" apart
         batch = self.batch
         dropped = self.stats.dropped
-        while True:
-            await sock.wait_readable()
+        receive = sock.receive
+        name = self.name
+
+        def drain() -> None:
             for _ in range(batch):
                 try:
-                    got = sock.receive(read_size)
+                    got = receive(read_size)
                 except OSError as e:
                     dropped.add("socket_error")
-                    log.debug("%s: recv error %s", self.name, e)
+                    log.debug("%s: recv error %s", name, e)
                     continue
+                except Exception:  # never let a bug escape into the event loop's handler
+                    dropped.add("internal_error")
+                    log.exception("%s: receive failed", name)
+                    return
                 if got is None:
-                    break
-                data, addr, flags, kernel_dropped = got
+                    return
+                data, addr, flags, kernel_dropped, rx_ns = got
                 if kernel_dropped:
                     dropped.add("kernel_overflow", kernel_dropped)
-                handle(data, addr, flags)
+                handle(data, addr, flags, rx_ns)
 
-    def _handler(self, sink: SampleSink) -> Callable[[bytes, Any, int], None]:
+        return drain
+
+    def _handler(self, sink: SampleSink) -> Callable[[bytes, Any, int, int], None]:
         stats = self.stats
         dropped = stats.dropped
         decode = self.decoder.decode
@@ -238,12 +298,13 @@ class UdpSource:
         limit = self.max_datagram_bytes
         name = self.name
         from_decoded = Sample.from_decoded
-        monotonic_ns = time.monotonic_ns
         truncated = socket.MSG_TRUNC
         last_key: list[object] = [None]  # the decoder's session key (F1 sessionUID ...) seen last
 
-        def handle(data: bytes, addr: Any, flags: int) -> None:
-            rx_ns = monotonic_ns()
+        def handle(data: bytes, addr: Any, flags: int, rx_ns: int) -> None:
+            last = stats.last_rx_ns
+            if last is not None and rx_ns < last:  # clock conversion noise: keep receive order
+                rx_ns = last
             stats.received += 1
             stats.bytes += len(data)
             stats.last_rx_ns = rx_ns

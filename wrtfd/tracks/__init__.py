@@ -7,6 +7,7 @@ Pure code (no I/O beyond reading the track file, no clocks): the recorder's lap-
 from __future__ import annotations
 
 from wrtfd.tracks.geometry import LanePath, Projection, SectorMap
+from wrtfd.tracks.lapchannels import LapChannels, lap_channels_for
 from wrtfd.tracks.laps import Lap, LapDetector, LapState, detect_laps, timing_sectors
 from wrtfd.tracks.model import Edge, Lane, Sector, Segment, Track, load_track, parse_track
 from wrtfd.tracks.validate import RULES, Finding, validate_track
@@ -18,6 +19,7 @@ __all__ = [
     "Lane",
     "LanePath",
     "Lap",
+    "LapChannels",
     "LapDetector",
     "LapState",
     "Projection",
@@ -26,6 +28,7 @@ __all__ = [
     "Segment",
     "Track",
     "detect_laps",
+    "lap_channels_for",
     "load_track",
     "parse_track",
     "timing_sectors",

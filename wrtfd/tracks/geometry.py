@@ -58,6 +58,24 @@ class PathSegment:
         sign = 1.0 if self.angle_rad > 0 else -1.0
         return self.cx + self.radius_m * c, self.cz + self.radius_m * s, y, -s * sign, c * sign
 
+    def nearest(self, x: float, z: float) -> tuple[float, float]:
+        """(u, squared gap) of the point of this segment nearest to (x, z); plain floats, no numpy."""
+        if self.kind == "line":
+            dx, dz = self.x1 - self.x0, self.z1 - self.z0
+            dd = dx * dx + dz * dz
+            u = 0.0 if dd <= 0 else min(1.0, max(0.0, ((x - self.x0) * dx + (z - self.z0) * dz) / dd))
+            fx, fz = self.x0 + dx * u, self.z0 + dz * u
+        else:
+            sweep = abs(self.angle_rad)
+            sign = 1.0 if self.angle_rad >= 0 else -1.0
+            delta = ((math.atan2(z - self.cz, x - self.cx) - self.phi0_rad) * sign) % TWO_PI
+            # inside the sweep, or clamped to whichever end is nearer round the circle
+            past_end, before_start = delta - sweep, TWO_PI - delta
+            u = delta / sweep if delta <= sweep else (1.0 if past_end < before_start else 0.0)
+            phi = self.phi0_rad + self.angle_rad * u
+            fx, fz = self.cx + self.radius_m * math.cos(phi), self.cz + self.radius_m * math.sin(phi)
+        return u, (x - fx) ** 2 + (z - fz) ** 2
+
     @property
     def curvature_per_m(self) -> float:
         """Signed curvature: > 0 turning right, < 0 left, 0 on lines."""
@@ -240,6 +258,26 @@ class LanePath:
         sb = float(s[0, best]) % self.length_m
         return Projection(sb, self._offset(x, z, sb), float(g[best]), best)
 
+    def project_near(self, x: float, z: float, segment: int, *, max_gap_m: float = 15.0) -> Projection:
+        """Fast projection for a point near the previous one (telemetry at its own rate).
+
+        Only the previous ``segment`` and its two neighbours each side are tried, in plain
+        Python; when none is within ``max_gap_m`` it falls back to :meth:`project`.
+        """
+        n = len(self.segments)
+        best_i, best_u, best_g2 = -1, 0.0, math.inf
+        for k in (-2, -1, 0, 1, 2) if n > 5 else range(n):
+            i = (segment + k) % n
+            u, g2 = self.segments[i].nearest(x, z)
+            if g2 < best_g2:
+                best_i, best_u, best_g2 = i, u, g2
+        if best_i < 0 or best_g2 > max_gap_m * max_gap_m:
+            return self.project(x, z)
+        seg = self.segments[best_i]
+        s = (seg.s0_m + best_u * seg.length_m) % self.length_m
+        fxp, fzp, _, fx, fz = seg.at(best_u)
+        return Projection(s, (x - fxp) * -fz + (z - fzp) * fx, math.sqrt(best_g2), best_i)
+
 
 class SectorMap:
     """Which sector polygon contains a point (sectors are convex and counter-clockwise)."""
@@ -247,10 +285,12 @@ class SectorMap:
     def __init__(self, track: Track) -> None:
         v = track.vertices
         self._polys: list[FloatArray] = []
+        self._plain: list[list[tuple[float, float]]] = []
         for si, sec in enumerate(track.sectors):
             if any(not (0 <= e.start < len(v)) for e in sec.edges) or len(sec.edges) < 3:
                 raise TrackError(f"{track.source}: sectors[{si}] is not a usable polygon")
             self._polys.append(np.array([[v[e.start][0], v[e.start][2]] for e in sec.edges]))
+            self._plain.append([(v[e.start][0], v[e.start][2]) for e in sec.edges])
         self._neighbors = [
             [e.neighbor for e in sec.edges if e.neighbor is not None and 0 <= e.neighbor < len(track.sectors)]
             for sec in track.sectors
@@ -263,12 +303,14 @@ class SectorMap:
         return self._polys[index]
 
     def contains(self, index: int, x: float, z: float, *, eps: float = 1e-9) -> bool:
-        poly = self._polys[index]
-        a = poly
-        b = np.roll(poly, -1, axis=0)
-        # orientation product of the format notes: >= 0 on the inner side of every CCW edge
-        cross = (b[:, 1] - a[:, 1]) * (x - a[:, 0]) - (b[:, 0] - a[:, 0]) * (z - a[:, 1])
-        return bool(np.all(cross >= -eps))
+        pts = self._plain[index]
+        ax, az = pts[-1]
+        for bx, bz in pts:
+            # orientation product of the format notes: >= 0 on the inner side of every CCW edge
+            if (bz - az) * (x - ax) - (bx - ax) * (z - az) < -eps:
+                return False
+            ax, az = bx, bz
+        return True
 
     def sector_at(self, x: float, z: float, *, hint: int | None = None) -> int | None:
         """Index of a sector containing (x, z), or None when off the track.

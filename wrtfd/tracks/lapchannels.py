@@ -115,6 +115,7 @@ class LapChannels:
         self._last: LapState | None = None
         self._track_sector = -1
         self._offset = 0.0
+        self._segment = -1  # lane segment of the previous position (-1: search them all)
 
     def _position(self, row: Any) -> tuple[float, float] | None:
         src = row[self.source]
@@ -131,8 +132,11 @@ class LapChannels:
         pos = self._position(row)
         if pos is not None:
             x, z = pos
-            near = self._last.lap_distance_m if self._last is not None else None
-            proj = self.path.project(x, z, near_m=near)
+            if self._segment < 0:
+                proj = self.path.project(x, z)
+            else:
+                proj = self.path.project_near(x, z, self._segment)
+            self._segment = proj.segment
             self._last = self.detector.update_distance(time_s, proj.distance_m)
             self._offset = proj.offset_m
             hint = self._track_sector if self._track_sector >= 0 else None

@@ -226,7 +226,7 @@ class _Compiler:
                 raise _truncated(where, pos, st.size, end)
             vals = st.unpack_from(buf, pos)
             if all_scalars:
-                out.update(zip(names, vals, strict=True))
+                out.update(zip(names, vals, strict=False))
             else:
                 i = 0
                 for name, b in builders:
@@ -591,7 +591,7 @@ class CdrDecoder:
             st, names = flat
             if n - 4 < st.size:
                 raise _truncated(self.type.name, 0, st.size, n - 4)
-            return dict(zip(names, st.unpack_from(payload, 4), strict=True))
+            return dict(zip(names, st.unpack_from(payload, 4), strict=False))  # same length by construction
         r = self._top.get(rep_id)
         if r is None:
             r = self._reader(rep_id, parse_encapsulation(payload))

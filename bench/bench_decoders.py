@@ -1,0 +1,117 @@
+"""Decode rate of every UDP game decoder, next to a plain ``struct.unpack`` of the same bytes.
+
+    python bench/bench_decoders.py [--quick]
+
+Packets come from ``../shared/data/udp`` when present (real captures), otherwise synthetic ones
+of the right sizes. The baseline unpacks the whole datagram with one precompiled
+``struct.Struct`` of its layout and builds nothing: the floor any Python decoder pays. The
+ratio says how much the channel dict, session signals and checks cost on top.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import struct
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from wrtfd.decoders._f1_layouts import FORMATS
+from wrtfd.decoders.registry import make_decoder
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data" / "udp"
+
+
+def _f1_packets() -> dict[int, bytes]:
+    """One 2024 packet per id from the capture (id -> datagram)."""
+    found: dict[int, bytes] = {}
+    path = DATA / "f1" / "2024.jsonl"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            msg = rec["message"]
+            raw = bytes(msg["data"] if isinstance(msg, dict) else msg)
+            found.setdefault(raw[6], raw)
+    return found
+
+
+def _f1_struct(pid: int) -> struct.Struct:
+    """The full-packet layout of a 2024 per-car packet, as one Struct (baseline)."""
+    layout = FORMATS[2024]
+    packet = layout.car_packets[pid]
+
+    def fmt(spec: Any) -> str:
+        return "".join(code if count == 1 else f"{count}{code}" for _n, code, count in spec)
+
+    return struct.Struct(layout.header[0] + fmt(packet.car) * layout.num_cars + fmt(packet.trailer))
+
+
+def cases() -> list[tuple[str, str, dict[str, Any], bytes, struct.Struct]]:
+    """(label, protocol, options, datagram, baseline struct)."""
+    out: list[tuple[str, str, dict[str, Any], bytes, struct.Struct]] = []
+    forza = DATA / "forza_fm2023" / "fm2023_dash_331B_x1793.bin"
+    fm2023 = forza.read_bytes()[:331] if forza.exists() else bytes(331)
+    from wrtfd.decoders.forza import SIZES
+
+    out.append(("forza FM2023 dash", "forza", {}, fm2023, SIZES[331][1]))
+    out.append(("forza Horizon", "forza", {}, fm2023[:232] + bytes(92), SIZES[324][1]))
+    out.append(("forza sled", "forza", {}, fm2023[:232], SIZES[232][1]))
+    f1 = _f1_packets()
+    names = {0: "motion", 2: "lap data", 6: "car telemetry", 7: "car status"}
+    for pid, name in names.items():
+        s = _f1_struct(pid)
+        out.append((f"f1 2024 {name}", "f1", {}, f1.get(pid, bytes(s.size)), s))
+    ac = DATA / "assetto_corsa" / "AssettoCorsa_monza_A8LMS.raw"
+    from wrtfd.decoders.assetto_corsa import RTCARINFO
+
+    out.append(("assetto_corsa RTCarInfo", "assetto_corsa", {}, ac.read_bytes()[:328] if ac.exists()
+                else struct.pack("<4si", b"a\0\0\0", 328) + bytes(320), RTCARINFO))  # fmt: skip
+    dirt = DATA / "dirt_rally" / "DirtRallye.bin.raw"
+    dirt_packet = dirt.read_bytes()[:264] if dirt.exists() else bytes(264)
+    out.append(("codemasters 66 floats", "codemasters", {}, dirt_packet, struct.Struct("<66f")))
+    out.append(("outgauge", "outgauge", {}, bytes(96), struct.Struct("<I4sHBB7fII3f16s16si")))
+    out.append(("outsim", "outsim", {}, bytes(64), struct.Struct("<I12f3i")))
+    out.append(("outsim2 1ff", "outsim2", {"opts": "1ff"}, b"LFST" + bytes(276),
+                struct.Struct("<4siI12f3i5fB3xffff" + "7f4B2f" * 4 + "ff")))  # fmt: skip
+    fields = [{"name": f"f{i}", "type": "float32"} for i in range(20)]
+    out.append(("struct 20 floats", "struct", {"fields": fields}, bytes(80), struct.Struct("<20f")))
+    return out
+
+
+def rate(fn: Callable[[bytes], Any], data: bytes, seconds: float) -> float:
+    n = 0
+    batch = 2000
+    t0 = time.perf_counter()
+    deadline = t0 + seconds
+    while True:
+        for _ in range(batch):
+            fn(data)
+        n += batch
+        now = time.perf_counter()
+        if now >= deadline:
+            return n / (now - t0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short runs (about 0.2 s per measurement)")
+    args = parser.parse_args(argv)
+    seconds = 0.2 if args.quick else 1.0
+    print(f"{'protocol / packet':<26} {'bytes':>6} {'decode pkt/s':>13} {'unpack pkt/s':>13} {'ratio':>6}")
+    for label, protocol, options, data, baseline in cases():
+        decoder = make_decoder(protocol, **options)
+        if decoder.decode(data) is None:
+            raise SystemExit(f"{label}: the sample packet decodes to nothing")
+        unpack = baseline.unpack_from
+        r_dec = rate(decoder.decode, data, seconds)
+        r_base = rate(unpack, data, seconds)
+        print(f"{label:<26} {len(data):>6} {r_dec:>13,.0f} {r_base:>13,.0f} {r_dec / r_base:>6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

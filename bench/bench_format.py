@@ -1,0 +1,242 @@
+"""WRTF write/read throughput against raw ``write()``/``read()`` and the ``mcap`` Python library.
+
+    python bench/bench_format.py [--quick] [--frames N] [--dir DIR]
+
+Two frame shapes: small (tick + 6 float32 = 32 B) and large (tick + 254 float32 = 1 KiB).
+Same frames, same process, same directory, best of a few runs:
+
+* write: raw ``write()`` of the frame bytes in batches of 4096 frames (the floor), wrtfd
+  ``Writer.write_frames`` with the same batches, wrtfd ``Writer.write_frame`` one frame at a time,
+  and mcap's ``Writer.add_message`` one frame per message (no compression, chunked).
+* read (page cache, files just written): raw ``read()`` of the whole file, wrtfd ``Reader`` open
+  plus the numpy view of the session (should not depend on the file size), a full pass over one
+  channel through the view (sum of ``c0``), and the same pass through mcap's reader.
+
+Ratios are "how fast relative to the baseline" (>1 is faster). Goals: batch write >= 0.5x raw
+write; the view O(1); a one-channel pass >= 1 GB/s of file data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wrtfd.format import Reader, Schema, Writer
+
+BATCH = 4096
+
+
+def _definition(n_floats: int) -> dict[str, Any]:
+    return {
+        "version": "1.0",
+        "session": {
+            "description": "bench",
+            "header": {"description": "h", "fields": [{"name": "id", "type": "uint32", "description": "id"}]},
+        },
+        "frame": {
+            "description": "bench frame",
+            "fields": [
+                {"name": f"c{i}", "type": "float32", "description": "channel"} for i in range(n_floats)
+            ],
+        },
+    }
+
+
+def _best(fn: Callable[[], Any], repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _fmt_rate(nbytes: int, seconds: float) -> str:
+    return f"{nbytes / seconds / 1e9:7.2f} GB/s"
+
+
+def run_case(
+    name: str, n_floats: int, n_frames: int, n_slow: int, directory: Path, repeats: int
+) -> list[str]:
+    import mcap.writer
+    from mcap.reader import make_reader
+
+    schema = Schema.from_dict(_definition(n_floats))
+    frames = np.zeros(n_frames, dtype=schema.frame_dtype)
+    frames["tick"] = np.arange(n_frames)
+    rng = np.random.default_rng(1)
+    for i in range(n_floats):
+        frames[f"c{i}"] = rng.standard_normal(n_frames, dtype=np.float32)
+    fsize = schema.frame_size
+    nbytes = n_frames * fsize
+    batches = [frames[i : i + BATCH] for i in range(0, n_frames, BATCH)]
+    raw_path = directory / f"{name}.raw"
+    wrtf_path = directory / f"{name}.wrtf"
+    slow_path = directory / f"{name}.slow.wrtf"
+    mcap_path = directory / f"{name}.mcap"
+
+    def raw_write() -> None:
+        with open(raw_path, "wb", buffering=0) as f:
+            for b in batches:
+                f.write(memoryview(b.view(np.uint8)))
+
+    def wrtf_write() -> None:
+        with Writer(
+            wrtf_path, schema, rate_hz=1000, start_timestamp_us=1, exist_ok=True, fsync_on_close=False
+        ) as w:
+            w.begin_session({"id": 1})
+            for b in batches:
+                w.write_frames(b)
+
+    slow = frames[:n_slow]
+
+    def wrtf_write_frame() -> None:
+        with Writer(
+            slow_path, schema, rate_hz=1000, start_timestamp_us=1, exist_ok=True, fsync_on_close=False
+        ) as w:
+            w.begin_session({"id": 1})
+            for rec in slow:
+                w.write_frame(int(rec["tick"]), rec)
+
+    slow_bytes = [bytes(r.tobytes()) for r in slow]
+
+    def mcap_write() -> None:
+        with open(mcap_path, "wb") as f:
+            mw = mcap.writer.Writer(f, compression=mcap.writer.CompressionType.NONE)
+            mw.start()
+            sid = mw.register_schema("bench", "raw", b"")
+            cid = mw.register_channel("frames", "raw", sid)
+            for i, data in enumerate(slow_bytes):
+                mw.add_message(cid, i, data, i, i)
+            mw.finish()
+
+    t_raw_w = _best(raw_write, repeats)
+    t_wrtf_w = _best(wrtf_write, repeats)
+    t_frame_w = _best(wrtf_write_frame, 1)
+    t_mcap_w = _best(mcap_write, 1)
+    slow_nbytes = n_slow * fsize
+
+    def raw_read() -> None:
+        with open(raw_path, "rb", buffering=0) as f:
+            f.read()
+
+    def wrtf_open_view() -> None:
+        with Reader(wrtf_path) as r:
+            r.frames(0)
+
+    sums: list[float] = []
+
+    def wrtf_channel_pass() -> None:
+        with Reader(wrtf_path) as r:
+            sums.append(float(r.frames(0)["c0"].sum(dtype=np.float64)))
+
+    def raw_channel_pass() -> None:
+        with open(raw_path, "rb", buffering=0) as f:
+            data = f.read()
+        sums.append(float(np.frombuffer(data, dtype=schema.frame_dtype)["c0"].sum(dtype=np.float64)))
+
+    def mcap_channel_pass() -> None:
+        total = 0.0
+        with open(mcap_path, "rb") as f:
+            for _, _, msg in make_reader(f).iter_messages(log_time_order=False):
+                total += float(np.frombuffer(msg.data, dtype="<f4", count=1, offset=8)[0])
+        sums.append(total)
+
+    def wrtf_slow_pass() -> None:
+        with Reader(slow_path) as r:
+            sums.append(float(r.frames(0)["c0"].sum(dtype=np.float64)))
+
+    t_raw_r = _best(raw_read, repeats)
+    t_view_cold = _best(wrtf_open_view, 1)  # parses the embedded definition
+    t_view = _best(wrtf_open_view, max(repeats, 3))  # definition cached by text
+    t_pass = _best(wrtf_channel_pass, repeats)
+    t_raw_pass = _best(raw_channel_pass, repeats)
+    t_mcap_r = _best(mcap_channel_pass, 1)
+    t_slow_pass = _best(wrtf_slow_pass, repeats)
+
+    def ms(t: float) -> str:
+        return f"{t * 1e3:9.2f} ms"
+
+    def kfr(n: int, t: float) -> str:
+        return f"{n / t / 1e3:7.0f} kframes/s"
+
+    table: list[tuple[str, str, str, str]] = [
+        (f"write  raw write(), batches of {BATCH}", ms(t_raw_w), _fmt_rate(nbytes, t_raw_w), "1.00x"),
+        (
+            "write  wrtfd write_frames, same batches",
+            ms(t_wrtf_w),
+            _fmt_rate(nbytes, t_wrtf_w),
+            f"{t_raw_w / t_wrtf_w:.2f}x raw write",
+        ),
+        (
+            f"write  wrtfd write_frame x {n_slow}",
+            ms(t_frame_w),
+            kfr(n_slow, t_frame_w),
+            f"{t_mcap_w / t_frame_w:.2f}x mcap",
+        ),
+        (f"write  mcap add_message x {n_slow}", ms(t_mcap_w), kfr(n_slow, t_mcap_w), "1.00x mcap"),
+        ("read   raw read(), whole file", ms(t_raw_r), _fmt_rate(nbytes, t_raw_r), "1.00x"),
+        ("read   wrtfd open + view, first file", f"{t_view_cold * 1e6:9.0f} us", "", "parses the definition"),
+        ("read   wrtfd open + numpy view", f"{t_view * 1e6:9.0f} us", "", "O(1): no frame touched"),
+        (
+            "read   wrtfd one-channel pass (mmap view)",
+            ms(t_pass),
+            _fmt_rate(nbytes, t_pass),
+            f"{t_raw_r / t_pass:.2f}x raw read",
+        ),
+        (
+            "read   raw read() + numpy channel pass",
+            ms(t_raw_pass),
+            _fmt_rate(nbytes, t_raw_pass),
+            f"{t_raw_r / t_raw_pass:.2f}x raw read",
+        ),
+        (
+            f"read   wrtfd one-channel pass, {n_slow} fr",
+            ms(t_slow_pass),
+            _fmt_rate(slow_nbytes, t_slow_pass),
+            f"{t_mcap_r / t_slow_pass:.0f}x mcap",
+        ),
+        (
+            f"read   mcap iter_messages, {n_slow} fr",
+            ms(t_mcap_r),
+            _fmt_rate(slow_nbytes, t_mcap_r),
+            "1.00x mcap",
+        ),
+    ]
+    rows = [f"{name} frames: {fsize} B x {n_frames} = {nbytes / 1e6:.1f} MB"]
+    rows += [f"  {a:<44} {b:>12} {c:>16}   {d}" for a, b, c, d in table]
+    for p in (raw_path, wrtf_path, slow_path, mcap_path):
+        p.unlink(missing_ok=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="100k frames, one repeat")
+    ap.add_argument("--frames", type=int, help="frames per case (default 1M, 100k with --quick)")
+    ap.add_argument("--slow-frames", type=int, help="frames for the per-frame paths (default 100k / 20k)")
+    ap.add_argument("--dir", type=Path, help="directory for the files (default: a temporary one)")
+    args = ap.parse_args()
+    n = args.frames or (100_000 if args.quick else 1_000_000)
+    n_slow = min(n, args.slow_frames or (20_000 if args.quick else 100_000))
+    repeats = 1 if args.quick else 3
+    tmp = Path(tempfile.mkdtemp(prefix="wrtfd-bench-", dir=args.dir))
+    try:
+        print(f"wrtfd format benchmark, {n} frames per case, files in {tmp} (cpu count {os.cpu_count()})")
+        for name, n_floats in (("small", 6), ("large", 254)):
+            for line in run_case(name, n_floats, n, n_slow, tmp, repeats):
+                print(line)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

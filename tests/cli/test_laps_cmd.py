@@ -1,0 +1,111 @@
+"""``wrtfd laps``: laps and sector times from recordings made through the real decoder + recorder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wrtfd.simulate import Simulation, TrackInfo, make_encoder
+from wrtfd.simulate.record import record_simulation
+from wrtfd.tracks import LanePath, load_track, timing_sectors
+from wrtfd.tracks.lapchannels import lap_channels_for
+
+REPO = Path(__file__).resolve().parents[2]
+OVAL = REPO / "config" / "tracks" / "oval.trk"
+TICK_S = 1 / 60
+
+
+def wrtfd(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "wrtfd", *args], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Simulation, Path]:
+    """An F1 session with live lap channels, and a Forza one recorded without them."""
+    track = load_track(OVAL)
+    path = LanePath(track)
+    sectors = timing_sectors(track, path)
+    info = TrackInfo(track.name, path.length_m, sectors, 3)
+    out = tmp_path_factory.mktemp("laps")
+    sim = Simulation(path, laps=3, rate_hz=60.0, seed=11, sectors_m=sectors)
+    with_channels = record_simulation(
+        sim,
+        make_encoder("f1", info, seed=11),
+        out / "f1",
+        protocol="f1",
+        derived=[lap_channels_for(track, source="f1", protocol="f1")],
+    )
+    plain_sim = Simulation(path, laps=2, rate_hz=60.0, seed=12, sectors_m=sectors)
+    plain = record_simulation(plain_sim, make_encoder("forza", info), out / "forza", protocol="forza")
+    assert len(with_channels) == 1 and len(plain) == 1
+    return with_channels[0], sim, plain[0]
+
+
+def test_redetected_laps_match_the_simulator(recorded: tuple[Path, Simulation, Path]) -> None:
+    f1_file, sim, _ = recorded
+    r = wrtfd("laps", str(f1_file), "--track", str(OVAL), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["track"] == "Small oval track"
+    (session,) = [s for s in doc["sessions"] if s["laps"]]
+    assert [lap["lap"] for lap in session["laps"]] == [1, 2, 3]
+    for got, ref in zip(session["laps"], sim.laps, strict=True):
+        assert got["time_s"] == pytest.approx(ref.time_s, abs=TICK_S)
+        assert got["sectors_s"] == pytest.approx(list(ref.sector_times_s), abs=TICK_S)
+    best = min(sim.laps, key=lambda lap: lap.time_s)
+    assert session["best_lap"] == best.number
+
+
+def test_live_channels_read_back(recorded: tuple[Path, Simulation, Path]) -> None:
+    f1_file, sim, _ = recorded
+    r = wrtfd("laps", str(f1_file), "--json")
+    assert r.returncode == 0, r.stderr
+    laps = [lap for s in json.loads(r.stdout)["sessions"] for lap in s["laps"]]
+    assert [lap["lap"] for lap in laps] == [1, 2, 3]
+    for got, ref in zip(laps, sim.laps, strict=True):
+        assert got["time_s"] == pytest.approx(ref.time_s, abs=TICK_S)
+
+
+def test_table_output(recorded: tuple[Path, Simulation, Path]) -> None:
+    f1_file, sim, _ = recorded
+    r = wrtfd("laps", str(f1_file), "--track", str(OVAL))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "session 0: 3 complete lap(s)" in lines
+    assert any(line.split()[:1] == ["lap"] and "S3" in line for line in lines)
+    assert sum(1 for line in lines if line.strip().startswith(("1 ", "2 ", "3 "))) == 3
+    assert sum(1 for line in lines if line.endswith(" *")) == 1
+    assert any(line.strip().startswith("best: lap") for line in lines)
+
+
+def test_forza_without_channels_needs_a_track(recorded: tuple[Path, Simulation, Path]) -> None:
+    _, _, forza_file = recorded
+    r = wrtfd("laps", str(forza_file))
+    assert r.returncode == 2
+    assert (
+        r.stderr.strip() == "wrtfd: error: this recording has no lap channels; give --track to detect laps"
+        " from positions"
+    )
+    r = wrtfd("laps", str(forza_file), "--track", str(OVAL), "--json")
+    assert r.returncode == 0, r.stderr
+    laps = [lap for s in json.loads(r.stdout)["sessions"] for lap in s["laps"]]
+    assert [lap["lap"] for lap in laps] == [1, 2]
+
+
+def test_missing_file_is_one_line(tmp_path: Path) -> None:
+    r = wrtfd("laps", str(tmp_path / "none.wrtf"), "--track", str(OVAL))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_format_lap_time() -> None:
+    from wrtfd.cli.laps import format_lap_time
+
+    assert format_lap_time(83.4564) == "1:23.456"
+    assert format_lap_time(42.1) == "42.100"
+    assert format_lap_time(60.0) == "1:00.000"

@@ -1,0 +1,78 @@
+"""``wrtfd config check`` / ``wrtfd config show`` through the real CLI entry point."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from wrtfd.cli.main import main
+from wrtfd.daemon.config import parse_config
+
+GOOD = '[[sources]]\nkind = "udp"\nprotocol = "forza"\nport = 5300\nmapping = { include = ["speed"] }\n'
+
+
+def test_check_ok(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(GOOD)
+    assert main(["config", "check", str(path)]) == 0
+    assert capsys.readouterr().out == f"{path}: ok: 1 source(s): forza (udp/forza)\n"
+
+
+def test_check_reports_every_problem_with_its_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[[sources]]\nkind = "udp"\nprotocol = "forza"\nport = 0\n[status]\nport = true\nhst = 1\n'
+    )
+    assert main(["config", "check", str(path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"wrtfd: error: {path}: sources[0].port: expected greater than or equal to 1")
+    assert f"{path}: status.port: expected integer, got true" in err
+    assert f"{path}: status.hst: unknown key" in err
+
+
+def test_check_builds_decoders_and_mapping(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(GOOD.replace('"speed"', '"warp_factor"'))
+    assert main(["config", "check", str(path)]) == 2
+    assert "sources[0].mapping.include: no field 'warp_factor'" in capsys.readouterr().err
+
+
+def test_show_prints_the_effective_config_as_toml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(GOOD + '[recorder]\noutput_dir = "/data/rec"\n')
+    assert main(["config", "show", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"# effective wrtfd config (from: {path})\n")
+    data = tomllib.loads(out)
+    assert data["sources"][0]["name"] == "forza"  # defaults filled in
+    assert data["status"] == {"enabled": True, "host": "127.0.0.1", "port": 8787, "min_free_mb": 200.0}
+    assert data["recorder"]["output_dir"] == "/data/rec"
+    cfg = parse_config(data, "shown")
+    assert cfg.sources[0].mapping.include == ("speed",)
+
+
+def test_show_uses_the_systemd_configuration_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "wrtfd.toml").write_text(GOOD)
+    monkeypatch.setenv("CONFIGURATION_DIRECTORY", str(tmp_path))
+    monkeypatch.setenv("STATE_DIRECTORY", "/var/lib/wrtfd")
+    assert main(["config", "show"]) == 0
+    out = capsys.readouterr().out
+    assert f"(from: {tmp_path / 'wrtfd.toml'})" in out
+    assert tomllib.loads(out)["recorder"]["output_dir"] == "/var/lib/wrtfd/recordings"
+
+
+def test_show_default_records_into_the_state_directory(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("CONFIGURATION_DIRECTORY", raising=False)
+    monkeypatch.setenv("STATE_DIRECTORY", "/var/lib/wrtfd")
+    assert main(["config", "show"]) == 0
+    data = tomllib.loads(capsys.readouterr().out)
+    assert data["recorder"]["output_dir"] == "/var/lib/wrtfd"
+    assert all(s["kind"] == "udp" and s["host"] == "0.0.0.0" for s in data["sources"])
+    ports = [s["port"] for s in data["sources"]]
+    assert len(ports) == len(set(ports))

@@ -1,0 +1,201 @@
+"""Helpers for the daemon's end-to-end tests: a real ``wrtfd run`` subprocess on loopback ports.
+
+(Named ``test_daemon_*`` to sit with the daemon's e2e tests; it defines no tests itself.)
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+FORZA_FILE = Path("udp/forza_fm2023/fm2023_dash_331B_x1793.bin")
+FORZA_SIZE = 331
+#: Every wait in these tests is bounded by this (seconds); a hang fails instead of blocking CI.
+WAIT_S = 20.0
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def forza_datagrams(shared_data: Path) -> list[bytes]:
+    raw = (shared_data / FORZA_FILE).read_bytes()
+    return [raw[i : i + FORZA_SIZE] for i in range(0, len(raw) - FORZA_SIZE + 1, FORZA_SIZE)]
+
+
+def f1_datagrams(shared_data: Path, year: int = 2023) -> list[bytes]:
+    out = []
+    for line in (shared_data / "udp" / "f1" / f"{year}.jsonl").read_text().splitlines():
+        if not line.strip():
+            continue
+        msg = json.loads(line)["message"]
+        data = msg["data"] if isinstance(msg, dict) else msg
+        out.append(bytes(data))
+    return out
+
+
+def send_paced(port: int, datagrams: list[bytes], rate_hz: float = 60.0) -> int:
+    """Send like a game does: one datagram per 1/rate_hz (absolute schedule, no drift)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        start = time.monotonic()
+        for i, d in enumerate(datagrams):
+            s.sendto(d, ("127.0.0.1", port))
+            delay = start + (i + 1) / rate_hz - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+    return len(datagrams)
+
+
+def wait_for(predicate: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def udp_source(name: str, protocol: str, port: int, extra: str = "") -> str:
+    return (
+        f'[[sources]]\nkind = "udp"\nname = "{name}"\nprotocol = "{protocol}"\n'
+        f'host = "127.0.0.1"\nport = {port}\n{extra}\n'
+    )
+
+
+class Daemon:
+    """``python -m wrtfd run --config FILE`` as a subprocess; stderr collected line by line."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        config_text: str | None,
+        *,
+        status_port: int | None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """``config_text`` None: run without ``--config`` (the built-in default)."""
+        self.tmp_path = tmp_path
+        self.config_path = tmp_path / "wrtfd.toml"
+        self.args = ["run"]
+        if config_text is not None:
+            self.config_path.write_text(config_text)
+            self.args += ["--config", str(self.config_path)]
+        self.status_port = status_port
+        self.env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM")
+        }
+        self.env.update(env or {})
+        self.lines: list[str] = []
+        self.proc: subprocess.Popen[str] | None = None
+        self._reader: threading.Thread | None = None
+
+    def start(self) -> Daemon:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "wrtfd", *self.args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env,
+            cwd=self.tmp_path,
+        )
+        self._reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._reader.start()
+        return self
+
+    def _read_stderr(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def stderr(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_ready(self) -> dict[str, Any]:
+        def ready() -> dict[str, Any] | None:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited with {self.proc.returncode}: {self.stderr}")
+            if not any("ready:" in ln for ln in self.lines):
+                return None
+            return self.status()
+
+        return wait_for(ready, "the daemon to be ready")
+
+    def get(self, path: str) -> tuple[int, str]:
+        assert self.status_port is not None
+        conn = http.client.HTTPConnection("127.0.0.1", self.status_port, timeout=5)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode()
+        finally:
+            conn.close()
+
+    def status(self) -> dict[str, Any]:
+        code, body = self.get("/status")
+        assert code == 200, body
+        return dict(json.loads(body))
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def wait_exit(self, timeout_s: float = WAIT_S) -> int:
+        assert self.proc is not None
+        rc = self.proc.wait(timeout=timeout_s)
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+        return rc
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "wrtfd", *args], capture_output=True, text=True, timeout=60)
+
+
+def recordings(directory: Path) -> list[Path]:
+    return sorted(directory.glob("*.wrtf"))
+
+
+def sessions_of(path: Path) -> list[dict[str, Any]]:
+    """Per session: frames, ticks, dropped ticks and per-source footer counters (plain values)."""
+    from wrtfd.format import Reader
+
+    out = []
+    with Reader(path) as r:
+        for i, s in enumerate(r.sessions):
+            frames = r.frames(i)
+            entry: dict[str, Any] = {
+                "frame_count": int(s.frame_count),
+                "frames_read": len(frames),
+                "first_tick": int(s.first_tick) if s.first_tick is not None else None,
+                "last_tick": int(s.last_tick) if s.last_tick is not None else None,
+                "dropped_ticks": int(s.dropped_ticks),
+                "sources": {},
+            }
+            if s.footer is not None:
+                src = s.footer["sources"]
+                for name in src.dtype.names:
+                    entry["sources"][name] = {k: int(src[name][k]) for k in src[name].dtype.names}
+            out.append(entry)
+    return out

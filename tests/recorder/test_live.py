@@ -1,0 +1,89 @@
+"""The live driver on the real monotonic clock: intake, writer thread, stop and cancellation."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.recorder.conftest import GAME_DEF
+from wrtfd.decoders.base import Sample
+from wrtfd.format import Reader, validate_file
+from wrtfd.recorder import LiveRecorder, RecorderPolicy, SourceSpec
+from wrtfd.sources.base import SinkFull
+
+GAME = SourceSpec("game", GAME_DEF, use_source_clock=False)
+
+
+def _policy(d: Path, **kw: object) -> RecorderPolicy:
+    return RecorderPolicy(output_dir=d, jitter_s=0.05, settle_s=0.1, fsync_interval_s=0.2, **kw)  # type: ignore[arg-type]
+
+
+async def _feed(live: LiveRecorder, n: int, *, request_at: int | None = None) -> None:
+    """A 60 Hz source on the real clock (sleeps are the source's pacing, not test logic)."""
+    t0 = time.monotonic()
+    for i in range(n):
+        live.sink(Sample("game", time.monotonic_ns(), {"speed": float(i), "gear": 1, "n": i},
+                         session_info={"track": "Monza"} if i == 0 else None))
+        if request_at == i:
+            live.request_new_session()
+        await anyio.sleep(max(0.0, t0 + (i + 1) / 60 - time.monotonic()))
+
+
+async def test_live_recording_stop_finalizes_the_file(out_dir: Path) -> None:
+    live = LiveRecorder([GAME], _policy(out_dir))
+    async with anyio.create_task_group() as tg:
+        await tg.start(live.run)
+        await _feed(live, 90)
+        snap = live.stats_snapshot()
+        assert snap["state"] == "ok" and snap["samples"] == 90 and snap["progress"] > 0
+        await live.stop()
+    (path,) = live.recorder.paths
+    assert validate_file(path) == []
+    with Reader(path) as r:
+        assert r.complete
+        frames = sum(s.frame_count for s in r.sessions)
+        n = [int(x) for i in range(len(r.sessions)) for x in r.frames(i)["game"]["n"]]
+    assert n == sorted(n) and n[-1] == 89  # nothing pending was lost on stop
+    assert frames >= 85  # an event-loop hiccup may merge two samples into one tick, never reorder
+    snap = live.stats_snapshot()
+    assert snap["state"] == "stopped" and snap["frames_written"] == frames and snap["file"] is None
+    for key in ("frames", "dropped_ticks", "bytes_written", "sessions", "files", "intake_dropped",
+                "fsync_lag_s", "frame_rate_hz", "error", "per_source"):
+        assert key in snap
+
+
+async def test_cancellation_still_ends_the_session_and_closes_the_file(out_dir: Path) -> None:
+    live = LiveRecorder([GAME], _policy(out_dir))
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            await tg.start(live.run)
+            await _feed(live, 45)
+            scope.cancel()  # what SIGTERM does to the daemon's task group
+    (path,) = live.recorder.paths
+    with Reader(path) as r:
+        assert r.complete and r.sessions[-1].footer is not None
+        assert int(r.frames(len(r.sessions) - 1)["game"]["n"][-1]) == 44
+
+
+async def test_request_new_session_splits_the_live_recording(out_dir: Path) -> None:
+    live = LiveRecorder([GAME], _policy(out_dir))
+    async with anyio.create_task_group() as tg:
+        await tg.start(live.run)
+        await _feed(live, 60, request_at=30)
+        await live.stop()
+    (path,) = live.recorder.paths
+    with Reader(path) as r:
+        assert len(r.sessions) == 2
+        assert all(r.frames(i)["tick"][0] == 0 for i in range(2))
+
+
+def test_the_sink_never_blocks_it_refuses_when_full(out_dir: Path) -> None:
+    live = LiveRecorder([GAME], _policy(out_dir), intake_capacity=4)
+    for i in range(4):
+        live.sink(Sample("game", i, {"n": i}))
+    with pytest.raises(SinkFull):
+        live.sink(Sample("game", 5, {"n": 5}))
+    assert live.intake_dropped == 1 and live.stats_snapshot()["intake_queued"] == 4
