@@ -40,7 +40,8 @@ def _definition(name: str) -> dict[str, object]:
         "session": {"description": "d", "header": {"description": "h", "fields": [
             {"name": "start_timestamp", "type": "uint64", "description": "t"}]}},
         "frame": {"description": name, "fields": [
-            {"name": f"c{i:02d}", "type": "float32", "description": f"channel {i}"} for i in range(CHANNELS)]},
+            {"name": f"c{i:02d}", "type": "float32", "description": f"channel {i}"}
+            for i in range(CHANNELS)]},
     }
 
 

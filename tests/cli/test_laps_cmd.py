@@ -73,7 +73,7 @@ def test_live_channels_read_back(recorded: tuple[Path, Simulation, Path]) -> Non
 
 
 def test_table_output(recorded: tuple[Path, Simulation, Path]) -> None:
-    f1_file, sim, _ = recorded
+    f1_file, _, _ = recorded
     r = wrtfd("laps", str(f1_file), "--track", str(OVAL))
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from test_daemon_harness import (
+    BackgroundFeed,
     Daemon,
     f1_datagrams,
     forza_datagrams,
@@ -22,6 +23,8 @@ from test_daemon_harness import (
 )
 
 pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _config(out: Path, status_port: int, sources: str, extra: str = "") -> str:
@@ -300,10 +303,10 @@ def _wedged_daemon(tmp_path: Path, ports: dict[str, int]) -> tuple[Daemon, int, 
 
 def _feed_then_wedge(d: Daemon, reader: int, ports: dict[str, int], shared_data: Path) -> int:
     d.wait_ready()
-    send_paced(ports["forza"], forza_datagrams(shared_data)[:90])
-    rec = wait_for(lambda: (r := d.status()["recorder"])["frames_written"] >= 30 and r, "frames on disk")
-    os.close(reader)  # nobody reads the FIFO: the writer thread blocks in open()
-    wait_for(lambda: d.status()["recorder"]["state"] == "stalled", "the recorder to stall")
+    with BackgroundFeed(ports["forza"], forza_datagrams(shared_data)):
+        rec = wait_for(lambda: (r := d.status()["recorder"])["frames_written"] >= 30 and r, "frames on disk")
+        os.close(reader)  # nobody reads the FIFO: the writer thread blocks in open() after its next batch
+        wait_for(lambda: d.status()["recorder"]["state"] == "stalled", "the recorder to stall")
     return int(rec["frames_written"])
 
 
@@ -370,3 +373,40 @@ def test_status_port_taken_recording_goes_on(
     files = recordings(out)
     assert len(files) == 1 and run_cli("validate", str(files[0])).returncode == 0
     assert sum(s["sources"]["forza"]["samples"] for s in sessions_of(files[0])) == sent
+
+
+def test_example_struct_feed_config_records_the_values_sent(tmp_path: Path) -> None:
+    """config/struct-feed.toml as shipped (ports and paths moved): sent values come back from the file."""
+    import struct
+    import tomllib
+
+    from wrtfd.format import Reader
+
+    port, status_port = free_port(socket.SOCK_DGRAM), free_port()
+    out = tmp_path / "rec"
+    text = (REPO / "config" / "struct-feed.toml").read_text()
+    text = text.replace("port = 9100", f"port = {port}").replace("port = 8788", f"port = {status_port}")
+    text = text.replace("[recorder]\n", f'[recorder]\noutput_dir = "{out}"\n')
+    assert tomllib.loads(text)["sources"][0]["port"] == port
+    d = Daemon(tmp_path, text, status_port=status_port).start()
+    record = struct.Struct("<2s2xIH2xf")  # magic, t_ms, rpm*4, speed: the example's layout
+    speeds = [10.0 + i for i in range(50)]
+    try:
+        d.wait_ready()
+        datagrams = [record.pack(b"WR", 1000 + 10 * i, 4 * (3000 + i), v) for i, v in enumerate(speeds)]
+        send_paced(port, [b"XX" + datagrams[0][2:], *datagrams], rate_hz=100)  # one with a bad magic
+        wait_for(lambda: d.status()["sources"]["feed"]["samples"] == len(speeds), "records decoded")
+        assert sum(d.status()["sources"]["feed"]["dropped"].values()) == 1
+        d.signal(signal.SIGTERM)
+        assert d.wait_exit() == 0, d.stderr
+    finally:
+        d.stop()
+    files = recordings(out)
+    assert len(files) == 1 and run_cli("validate", str(files[0])).returncode == 0
+    with Reader(files[0]) as r:
+        assert r.rate_hz == 100
+        frames = [r.frames(i) for i in range(len(r.sessions))]
+        got_speed = sorted({float(v) for f in frames for v in f["feed"]["speed"]})
+        got_rpm = sorted({float(v) for f in frames for v in f["feed"]["rpm"]})
+    assert got_speed == speeds  # the sender's clock places each record on its own tick
+    assert got_rpm == [3000.0 + i for i in range(50)]

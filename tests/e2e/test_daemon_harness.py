@@ -58,6 +58,34 @@ def send_paced(port: int, datagrams: list[bytes], rate_hz: float = 60.0) -> int:
     return len(datagrams)
 
 
+class BackgroundFeed:
+    """Keeps sending ``datagrams`` (cycling) at ``rate_hz`` from a thread until stopped."""
+
+    def __init__(self, port: int, datagrams: list[bytes], rate_hz: float = 60.0) -> None:
+        self.port = port
+        self.datagrams = datagrams
+        self.rate_hz = rate_hz
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            start = time.monotonic()
+            while not self._stop.is_set():
+                s.sendto(self.datagrams[self.sent % len(self.datagrams)], ("127.0.0.1", self.port))
+                self.sent += 1
+                self._stop.wait(max(0.0, start + self.sent / self.rate_hz - time.monotonic()))
+
+    def __enter__(self) -> BackgroundFeed:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
 def wait_for(predicate: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
     deadline = time.monotonic() + timeout_s
     last: Any = None

@@ -1,4 +1,4 @@
-"""kill -9 at random moments: every fsynced frame is recovered and ``repair`` makes the file valid."""
+"""kill -9 at random moments: every fsynced frame is recovered and ``wrtfd repair`` makes the file valid."""
 
 from __future__ import annotations
 
@@ -13,20 +13,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wrtfd.format import Reader, repair_file, validate_file
+from wrtfd.format import Reader, validate_file
 
 CHILD = Path(__file__).with_name("crash_child.py")
 REPO = Path(__file__).resolve().parents[2]
 RATE = 100
 # live.py's documented bound for a crash of the process: jitter_s + 1/rate + tick_s + batch_s
-CRASH_BOUND_S = 0.05 + 1 / RATE + 0.005 + 0.05
+# (+ settle_s at the start of a session), with the child's policy (crash_child.POLICY)
+CRASH_BOUND_S = 0.05 + 1 / RATE + 0.005 + 0.05 + 0.1
 POWER_CUT_BOUND_S = CRASH_BOUND_S + 0.25  # + fsync_interval_s
 
 
 def _trial(tmp: Path, rng: random.Random) -> dict[str, float]:
     out = tmp / "rec"
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    child = subprocess.Popen([sys.executable, str(CHILD), str(out)], stdout=subprocess.PIPE, text=True, env=env)
+    cmd = [sys.executable, str(CHILD), str(out)]
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
     assert child.stdout is not None
     assert child.stdout.readline().strip() == "ready"
     time.sleep(rng.uniform(0.05, 2.0))  # a random moment to kill the recorder (test pacing, not logic)
@@ -48,7 +50,10 @@ def _trial(tmp: Path, rng: random.Random) -> dict[str, float]:
     assert len(n) >= synced, f"lost fsynced frames: {len(n)} < {synced}"
     assert np.all(np.diff(n.astype(np.int64)) >= 1), "frames out of order"
     assert np.array_equal(halves, n / 2), "a recovered frame has wrong contents"
-    repair_file(path, durable=False)
+    # the real command line, as a user would run it after the crash
+    res = subprocess.run([sys.executable, "-m", "wrtfd", "repair", str(path)], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
     assert validate_file(path) == []
     with Reader(path) as r:
         assert r.complete and r.total_frames == len(n)
@@ -64,7 +69,8 @@ def test_kill_9_at_random_moments_loses_nothing_fsynced(tmp_path: Path) -> None:
         results.append(_trial(tmp_path / f"t{k}", rng))
     worst = max(r["loss_s"] for r in results)
     print(f"\ncrash test: 20 trials, worst loss {worst * 1000:.0f} ms of newest data "
-          f"(documented bound: crash {CRASH_BOUND_S * 1000:.0f} ms, power cut {POWER_CUT_BOUND_S * 1000:.0f} ms); "
+          f"(documented bound: crash {CRASH_BOUND_S * 1000:.0f} ms, "
+          f"power cut {POWER_CUT_BOUND_S * 1000:.0f} ms); "
           f"frames recovered per trial: {[int(r['recovered']) for r in results]}")
     assert sum(1 for r in results if r["recovered"] > 0) >= 15
     # a process crash keeps what was write()n: the loss stays within the power-cut bound

@@ -54,7 +54,8 @@ def test_forza_capture_records_every_tick_the_game_clock_says(shared_data: Path,
         assert np.all(np.diff(ts) > 0)
         assert set(ts) <= set(src_ms)  # every frame holds a real datagram's values
         speed = {int(t): float(v) for t, v in zip(src_ms, (x.values["speed"] for x in samples), strict=True)}
-        assert all(speed[int(t)] == pytest.approx(float(v)) for t, v in zip(ts, f["forza"]["speed"], strict=True))
+        got = zip(ts, f["forza"]["speed"], strict=True)
+        assert all(speed[int(t)] == pytest.approx(float(v)) for t, v in got)
         assert int(r.sessions[0].footer["sources"]["forza"]["samples"]) == len(samples)
         clock = r.schema.types["wrtfd__clock"]
         assert clock.name_of(int(s.header["sources"]["forza"])) == "source_clock"

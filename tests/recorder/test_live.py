@@ -87,3 +87,25 @@ def test_the_sink_never_blocks_it_refuses_when_full(out_dir: Path) -> None:
     with pytest.raises(SinkFull):
         live.sink(Sample("game", 5, {"n": 5}))
     assert live.intake_dropped == 1 and live.stats_snapshot()["intake_queued"] == 4
+
+
+class SourceDied(Exception):
+    pass
+
+
+async def test_a_fatal_error_in_a_source_still_closes_the_file(out_dir: Path) -> None:
+    live = LiveRecorder([GAME], _policy(out_dir))
+
+    async def failing_source() -> None:
+        await _feed(live, 40)
+        raise SourceDied("serial device unplugged")
+
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with anyio.create_task_group() as tg:
+            await tg.start(live.run)
+            tg.start_soon(failing_source)
+    assert info.group_contains(SourceDied)
+    (path,) = live.recorder.paths
+    with Reader(path) as r:
+        assert r.complete
+        assert int(r.frames(len(r.sessions) - 1)["game"]["n"][-1]) == 39

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import string
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +130,7 @@ def test_rotation_by_session_count_and_duration(out_dir: Path) -> None:
 
 
 HOSTILE = ["../../etc/passwd", "Spa/Francorchamps", "..", "a\x00b\x1b[31mred", "C:\\Windows\\x", "x" * 500,
-           "Nürburgring Nordschleife", "", "  ", "$(rm -rf ~)", "名古屋サーキット" * 10]
+           "Nürburgring Nordschleife", "", "  ", "$(rm -rf ~)", "名古屋サーキット" * 10, "bad\ud800surrogate"]
 
 
 @pytest.mark.parametrize("track", HOSTILE)
@@ -227,4 +226,22 @@ def test_derived_channels_plug_in_writes_fields_and_footer_summary(out_dir: Path
 def test_template_placeholders(out_dir: Path) -> None:
     name = render_name("{datetime}-{seq}-{car}.wrtf", start_us=START_US, fields={"car": "Ferrari 488/GT3"})
     assert name == "20231114T221320Z-0000-Ferrari-488-GT3.wrtf"
-    assert set(string.ascii_letters) >= set(sanitize_component("ab..cd").replace(".", ""))
+    assert sanitize_component("ab..cd") == "ab.cd"
+    assert sanitize_component("\x00\x01") == "unknown"
+    with pytest.raises(ConfigError, match="half a tick"):
+        replay(game_stream(10), [GAME], RecorderPolicy(output_dir=out_dir), start_timestamp_us=1000)
+
+
+def test_size_limit_holds_with_several_sessions_per_file(out_dir: Path) -> None:
+    samples = game_stream(400, new_session_at=100) + game_stream(400, start=400 + 60 * 10, new_session_at=700)
+    policy = RecorderPolicy(output_dir=out_dir, rotate_bytes=16_384, session_idle_s=2.0)
+    paths = replay(samples, [GAME], policy, start_timestamp_us=START_US)
+    sessions = 0
+    frames = 0
+    for p in paths:
+        assert p.stat().st_size <= 16_384
+        with Reader(p) as r:
+            assert r.complete
+            sessions += len(r.sessions)
+            frames += sum(s.frame_count for s in r.sessions)
+    assert frames == 800 and sessions >= 4

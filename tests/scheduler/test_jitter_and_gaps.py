@@ -156,3 +156,16 @@ def test_source_clock_gap_gives_its_exact_ticks_and_a_reset_reanchors() -> None:
     ticks = run.frames["tick"].astype(np.int64)
     assert np.all(np.diff(ticks) >= 1)
     assert len(run.frames) == len(samples)  # the reset neither merged nor lost samples
+
+
+@pytest.mark.parametrize("ppm", [-300, 300, 1000])
+def test_a_drifting_source_clock_is_followed_without_false_gaps(ppm: int) -> None:
+    """The game clock runs fast or slow against ours (two minutes at 60 Hz, +-4 ms jitter)."""
+    n = 60 * 120
+    src = [round(i * PERIOD_60_NS * (1 + ppm * 1e-6)) for i in range(n)]
+    rx = jittered(range(n), jitter_ns=4e6, seed=5)
+    samples = [Sample("g", r + 5_000_000, {"x": float(i), "n": i}, source_time_ns=s)
+               for i, (r, s) in enumerate(zip(rx, src, strict=True))]
+    run = drive(samples, [SourcePlan("g")], DT)
+    assert np.array_equal(run.frames["tick"].astype(np.int64), np.arange(n))
+    assert run.scheduler.counters()["g"].reanchors == 0

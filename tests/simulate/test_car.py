@@ -107,3 +107,20 @@ def test_invalid_arguments(road: LanePath) -> None:
         Simulation(road, laps=0)
     with pytest.raises(ValueError):
         Simulation(road, rate_hz=0)
+
+
+def test_a_track_the_car_cannot_climb_still_ends() -> None:
+    from dataclasses import replace
+
+    from wrtfd.tracks.build import DESIGNS, Straight, Turn, build_track
+
+    # an oval whose 30 m straights climb and fall 300 m: a wall the car cannot drive up
+    steep = replace(
+        DESIGNS["oval"],
+        pieces=(Straight(30.0, 300.0), Turn(18.0, 180.0), Straight(30.0, -300.0), Turn(18.0, 180.0)),
+    )
+    track, _ = build_track(steep)
+    sim = Simulation(LanePath(track), laps=1, rate_hz=20.0)
+    states = list(sim.states())
+    assert sim.laps == [] and not states[-1].racing
+    assert states[-1].t_s < 1000.0

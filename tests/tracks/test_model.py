@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wrtfd.errors import TrackError
-from wrtfd.tracks import load_track, parse_track
+from wrtfd.tracks import load_track, parse_track, validate_track
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -92,3 +94,17 @@ def test_not_text_and_missing_file(tmp_path: Path) -> None:
 def test_shape_errors(doc: str, message: str) -> None:
     with pytest.raises(TrackError, match=message):
         parse_track(doc)
+
+
+@settings(max_examples=150, deadline=None)
+@given(cut=st.integers(0, 4000), length=st.integers(1, 40), junk=st.text(max_size=5))
+def test_damaged_files_give_track_errors_only(cut: int, length: int, junk: str) -> None:
+    """A damaged copy of a good file either still parses or raises TrackError, never anything else."""
+    text = (DATA / "mini.trk").read_text()
+    cut %= len(text)
+    damaged = text[:cut] + junk + text[cut + length :]
+    try:
+        track = parse_track(damaged)
+    except TrackError:
+        return
+    validate_track(track)  # and the validator copes with whatever parsed

@@ -16,6 +16,10 @@ order (``begin`` a session, ``frames``, ``end`` it, ``close``) and decides on it
   unusable, and tries a new file after a backoff (doubling up to ``retry_max_s``, measured in
   frame time). The session continues there with ``start_reason = resume``.
 
+When a session is cut in parts (rotation, I/O error), each part's footer has its own
+``frames``, ``dropped_ticks`` and ``duration_s``; the per-source counters and the derived
+summaries are written in the footer of the part where the session really ended.
+
 File names come from a template (:func:`render_name`) with every substituted value sanitised:
 no path separators, no ``..``, no control or shell-hostile characters, bounded length; an
 existing file is never overwritten (``-1``, ``-2``... is appended).
@@ -171,7 +175,7 @@ class FileSink:
         self._clock = clock
         self._buffer_bytes = buffer_bytes
         self._frame_size = schema.frame_size
-        self._footer_bytes = 24 + schema.footer_size + 8 * 3 + 24  # session footer + doc entry + tails
+        self._footer_bytes = 24 + schema.footer_size + 40  # session footer + document footer tails
         self.writer: Writer | None = None
         self.paths: list[Path] = []
         self.files = 0
@@ -199,6 +203,7 @@ class FileSink:
         self._fs_frames = 0
         self._fs_dropped = 0
         self._summary: dict[str, Any] = {}
+        self._last_frame_us = 0
 
     # -- the operations -------------------------------------------------------------------------
 
@@ -262,6 +267,15 @@ class FileSink:
             self.end({"end_reason": "stop"})
         self._close_file()
 
+    def sync_due(self) -> bool:
+        """True when data was written and ``fsync_interval_s`` has passed (cheap, no I/O)."""
+        return (
+            self.writer is not None
+            and not self._failing
+            and self._dirty_since is not None
+            and self._clock() - self._last_sync >= self.fsync_interval_s
+        )
+
     def sync_if_due(self, *, force: bool = False) -> bool:
         """Flush and fsync when ``fsync_interval_s`` passed since the last one (or ``force``)."""
         w = self.writer
@@ -273,7 +287,7 @@ class FileSink:
         try:
             w.fsync()
         except OSError as exc:
-            self._fail(exc, self._start_us)
+            self._fail(exc, self._last_frame_us)
             return False
         self._last_sync = now
         self._dirty_since = None
@@ -304,7 +318,8 @@ class FileSink:
         if w is None:
             return n
         if self.rotate_bytes is not None:
-            room = self.rotate_bytes - w.bytes_written - self._footer_bytes
+            # what closing will still add: this session's footer, one document entry per session
+            room = self.rotate_bytes - w.bytes_written - self._footer_bytes - 24 * (w.session_count + 1)
             n = min(n, max(0, room // self._frame_size))
         if self.rotate_us is not None and n:
             period_us = 1e6 / self.rate_hz
@@ -365,7 +380,7 @@ class FileSink:
         for key, label in (("track", "Track"), ("car", "Car")):
             value = info.get(key)
             if value and label not in meta:
-                meta[label] = str(value)
+                meta[label] = str(value).encode("utf-8", "replace").decode("utf-8")[:256]
         try:
             self.writer = Writer(path, self.schema, rate_hz=self.rate_hz, start_timestamp_us=max(1, start_us),
                                  metadata=meta, buffer_bytes=self._buffer_bytes)
@@ -413,6 +428,7 @@ class FileSink:
         self.bytes_total += w.bytes_written - before
         if self._dirty_since is None:
             self._dirty_since = self._clock()
+        self._last_frame_us = self._start_us + round((last + off) * 1e6 / self.rate_hz)
         return True
 
     def _end_file_session(self, footer: Mapping[str, Any]) -> None:
@@ -435,9 +451,12 @@ class FileSink:
         except OSError as exc:
             self._fail(exc, self._start_us)
         except FormatError:
-            # A footer value that does not fit: keep the file valid with an empty footer.
-            w.end_session({"end_reason": values.get("end_reason", "end"), "frames": self._fs_frames,
-                           "dropped_ticks": self._fs_dropped, "duration_s": span / self.rate_hz})
+            # A footer value that does not fit (a plug-in's summary): keep the counts only.
+            try:
+                w.end_session({"frames": self._fs_frames, "dropped_ticks": self._fs_dropped,
+                               "duration_s": span / self.rate_hz})
+            except OSError as exc:
+                self._fail(exc, self._start_us)
 
     def _close_file(self) -> None:
         w = self.writer

@@ -19,8 +19,10 @@ written (``write()``, so it survives a crash of the process) right away, then fs
 latest ``fsync_interval_s`` later. So:
 
 * ``kill -9`` or a crash of wrtfd loses at most ``jitter_s + 1/rate + tick_s + batch_s``
-  (defaults: 0.1 + 0.017 + 0.005 + 0.05 = about 0.17 s) of the newest data;
-* a power cut loses at most that plus ``fsync_interval_s`` (default 1 s): about 1.2 s.
+  (defaults: 0.1 + 0.017 + 0.005 + 0.05 = about 0.17 s) of the newest data, plus ``settle_s``
+  (0.5 s) in the first moments of a session, whose tick grid is fixed only after that long;
+* a power cut loses at most that plus ``fsync_interval_s`` (default 1 s): about 1.2 s
+  (1.7 s at the very start of a session).
 
 Nothing older is ever at risk: the format writer only appends whole records, a failed write is
 truncated back, and ``wrtfd repair`` finalizes a file that lost its footers (N11).
@@ -246,17 +248,18 @@ class LiveRecorder:
         self.progress += 1
 
     async def _writer_loop(self) -> None:
+        """Every ``batch_s``: hand the queued operations to the thread (or just fsync when due)."""
         batch_s = self.policy.batch_s
-        idle_s = min(self.policy.fsync_interval_s / 2, 0.5)
+        sink = self.recorder.sink
         last = time.monotonic()
         while not self._engine_done:
-            wait = batch_s if self._ops else idle_s
-            with anyio.move_on_after(max(0.0, last + wait - time.monotonic())):
+            with anyio.move_on_after(max(0.0, last + batch_s - time.monotonic())):
                 await self._stopping.wait()
             if self._engine_done or self._stopping.is_set():
                 break
             last = time.monotonic()
-            await self._write_off_loop(self._take_ops())
+            if self._ops or sink.sync_due():
+                await self._write_off_loop(self._take_ops())
 
     async def _drain_and_close(self) -> None:
         if not self._engine_done:

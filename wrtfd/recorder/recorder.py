@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from wrtfd.decoders.base import Sample
-from wrtfd.errors import ConfigError
+from wrtfd.errors import ConfigError, SchemaError
 from wrtfd.format import Schema
 from wrtfd.recorder.compose import END_REASONS, FOOTER_SOURCE_COUNTERS, TEXT_BYTES, compose_definition
 from wrtfd.recorder.files import DEFAULT_TEMPLATE, FileSink, check_template, join_records
@@ -132,7 +132,7 @@ Op = BeginOp | FramesOp | EndOp
 
 def _text(value: object) -> str:
     """``value`` as text that fits a header text field (cut on a UTF-8 character boundary)."""
-    raw = str(value).replace("\0", " ").encode("utf-8")[:TEXT_BYTES]
+    raw = str(value).replace("\0", " ").encode("utf-8", "replace")[:TEXT_BYTES]
     return raw.decode("utf-8", errors="ignore")
 
 
@@ -160,7 +160,7 @@ class Recorder:
         definition = compose_definition([(s.name, s.definition) for s in self.sources], self.derived)
         try:
             self.schema = Schema.from_dict(definition)
-        except Exception as exc:  # SchemaError: the message names the path inside the definition
+        except SchemaError as exc:  # the message names the path inside the definition
             raise ConfigError(f"the recording's definition is invalid: {exc}") from exc
         self.scheduler = TickScheduler(
             [SourcePlan(s.name, s.drives_frames, s.stale_after_s, s.use_source_clock) for s in self.sources],
@@ -349,7 +349,15 @@ def replay(
 
     Driven by the samples' ``rx_ns`` only: the same samples and ``start_timestamp_us`` give the
     same bytes. ``start_timestamp_us`` is the wall-clock time of the first sample's ``rx_ns``.
+
+    :raises ConfigError: a bad policy or definition, or a start too close to 0 for the tick grid.
     """
+    half_tick_us = -(-500_000 // policy.rate_hz)
+    if start_timestamp_us < half_tick_us:
+        raise ConfigError(
+            f"start_timestamp_us must be at least {half_tick_us} at {policy.rate_hz} Hz "
+            "(tick 0 starts half a tick before the first sample)"
+        )
     rec = Recorder(sources, policy, derived, metadata=metadata, flush_each_batch=False)
     pending: list[Op] = []
     queued = 0

@@ -7,17 +7,22 @@ How timing works
   replay and import use the recorded receive times (``advance(sample.rx_ns)`` before each push),
   so the same input always gives the same frames.
 * Each sample gets a *virtual time* ``v`` (see :mod:`wrtfd.scheduler.timing`): the source's
-  own clock mapped onto the driving clock where the source has one, otherwise a de-jittered
-  arrival time. Ticks are ``floor((v - t0) * rate)``; ``t0`` is set at session start so that the
-  first driving sample sits in the middle of its tick.
+  own clock mapped onto the driving clock where the source has one (``use_source_clock`` and a
+  ``source_time_ns``), otherwise its arrival time, de-jittered by placing a source's samples
+  on consecutive ticks of its cadence (bunched or delayed datagrams within ``bunch_s`` fill
+  their ticks; a longer silence is a real pause). Ticks are ``floor((v - t0) * rate)``; ``t0``
+  is fixed when a session starts, ``settle_s`` after its first driving sample (the estimators
+  have settled by then), so that this sample sits in the middle of tick 0.
 * A tick is *closed* only once ``now`` is a whole jitter window (``jitter_s``) past its end.
   Until then samples wait, so a late-arriving or bunched datagram still lands in its tick, and
   the arrival-time estimator decides with that much look-ahead. Closing a tick applies its
   samples to the held row in arrival order per source (sample-and-hold: the latest value of
   every channel stays until replaced) and writes a frame when a *driving* source delivered in
   that tick. A tick with no driving sample between two frames is a dropped tick (N10).
-* A sample whose tick is already closed when it is pushed is *late*: counted and dropped, never
-  written into or ahead of a written frame.
+* A sample whose tick is already closed when it is pushed (or that was received before the
+  closed horizon) is *late*: counted and dropped, never written into or ahead of a written
+  frame. Replay never produces late samples; live, a sample must sit in the intake longer
+  than ``jitter_s``.
 * Several samples of one source in one tick: the last wins (``merge="last"``, channel by
   channel) or the first (``merge="first"``); the others are counted as ``superseded``.
 * Staleness: every float channel of a source that has never delivered, or whose last sample is
@@ -276,6 +281,7 @@ class TickScheduler:
         self._session_dropped = 0
         self._start_reason = "first"
         self._split_request: str | None = None
+        self._signal = False
 
     # -- public API ----------------------------------------------------------------------------
 
@@ -415,7 +421,8 @@ class TickScheduler:
             if idle is not None and self._base is not None and kmin - self._last_frame_k > idle:
                 self._end_session("idle")
                 continue
-            self._close_tick(kmin)
+            with np.errstate(over="ignore", invalid="ignore"):  # 1e300 into float32 is inf, quietly
+                self._close_tick(kmin)
             self._next_k = kmin + 1
             self._closed_end = self._start_of(self._next_k)
 
@@ -441,7 +448,8 @@ class TickScheduler:
                 v = self._v(dq[0])
                 if v >= limit:
                     break
-                self._apply(s, dq.popleft()[4], v, None)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    self._apply(s, dq.popleft()[4], v, None)
         if self._closed_end is None or limit > self._closed_end:
             self._closed_end = limit
         if vd is None or vd > settled:
@@ -477,7 +485,6 @@ class TickScheduler:
     def _close_tick(self, k: int) -> None:
         end = self._start_of(k + 1)
         drove = False
-        signal = False
         first = self._first
         for s in self._sources:
             dq = s.pending
@@ -500,7 +507,7 @@ class TickScheduler:
                         continue
                 self._apply(s, sample, v, k)
                 if sample.new_session:
-                    signal = True
+                    self._signal = True  # kept until the next frame (a non-driving source may signal)
             if got and s.drives:
                 drove = True
                 c = s.counters
@@ -508,6 +515,7 @@ class TickScheduler:
                 if prev_k is not None and self._base is not None and k - prev_k > 1:
                     c.ticks_dropped += k - prev_k - 1
         if drove:
+            signal, self._signal = self._signal, False
             self._emit(k, signal)
 
     def _emit(self, k: int, signal: bool) -> None:

@@ -7,20 +7,22 @@ contains its virtual time ``v``. Two estimators, one per kind of source:
 * :class:`SourceClockMap` (the source has a clock): ``v = source_time + offset``. The offset is
   the *lower envelope* of ``rx - source_time`` (the least-delayed sample seen), moved only in
   steps of a few ms (so it stays constant under jitter) and rising when the least delay of the
-  last second rose (so that clock drift is followed). Network jitter and bunching only change the
+  last 5-10 s rose (so that clock drift is followed). Network jitter and bunching only change the
   delay, never the source time, so they cannot move a sample to another tick. A sample whose
   delay exceeds the envelope by more than the jitter window, or a source clock that goes
   backwards or jumps ahead by more than the window, *re-anchors* the offset (a new epoch). A
   pause where the source clock kept running shows as exactly the source-time gap; a pause
   where it stopped shows as the arrival gap.
-* :class:`ArrivalClock` (no source clock): an alpha-beta tracker of the arrival times against
-  the sample count, i.e. a synthetic source clock ``v_n = v_0 + n * period`` that follows the
-  mean arrival phase and the source's real period. It starts with a least-squares fit (the
-  first samples weigh equally) and settles to a slow filter, so one delayed or bunched
-  datagram moves ``v`` by a small fraction of its delay. A residual above the jitter window is
-  a pause: the tracker snaps forward by a whole number of periods (phase kept, so the dropped
-  ticks of a 2 s pause are exact); a residual below minus the window (a burst, a faster
-  source) or a pause longer than ``max_snap_ns`` re-anchors on the arrival time.
+* :class:`ArrivalClock` (no source clock): arrival times are only trusted up to the bunching
+  a receiver sees (Windows' 15.6 ms timer, a stall then a burst). Samples of a *run* go to
+  consecutive ticks of the source's cadence (``step`` ticks apart: 1 for a 60 Hz game at
+  60 Hz) as long as that stays within ``back`` ticks before / ``ahead`` ticks after their
+  arrival tick; bunched or delayed datagrams therefore fill their ticks and open no gap. A
+  sample more than ``back`` ticks behind the run is a real pause: a new run starts where the
+  source's arrivals usually sit in their tick, refined over the run's first samples, so the
+  dropped ticks of a 2 s pause are exact. (Tried and rejected: an alpha-beta filter on the
+  arrival phase; it cannot tell a lost datagram from a delayed one, and the real Assetto Corsa
+  capture showed it.)
 
 Both estimators answer :meth:`estimate` for a sample pushed earlier in the same epoch with the
 *current* state, so a tick is decided with up to one jitter window of look-ahead (samples are
@@ -40,7 +42,7 @@ class SourceClockMap:
 
     The offset follows the least delay seen, but moves only in steps larger than ``hyst_ns``:
     down at once when a datagram is that much less delayed, up when the least delay of the last
-    ``window_ns`` (two half windows) is that much above it (clock drift). Between steps it is
+    ``window_ns`` .. ``2 * window_ns`` is that much above it (clock drift). Between steps it is
     constant, so samples that sit exactly on a tick boundary (a millisecond game clock at 60 Hz)
     never flip between ticks with the jitter.
     """
@@ -58,7 +60,7 @@ class SourceClockMap:
         "window_ns",
     )
 
-    def __init__(self, *, jitter_ns: int, hyst_ns: int = 2_000_000, window_ns: int = 1_000_000_000) -> None:
+    def __init__(self, *, jitter_ns: int, hyst_ns: int = 2_000_000, window_ns: int = 5_000_000_000) -> None:
         self.jitter_ns = jitter_ns
         self.hyst_ns = min(hyst_ns, jitter_ns)
         self.window_ns = window_ns

@@ -202,6 +202,8 @@ class Simulation:
         end_at: float | None = None
         prev_heading = self.path.heading_at(p)
         n_sec = len(self.sectors_m)
+        # bound the run even for a track the car cannot drive (average 2 m/s at the very least)
+        give_up_t = self.pre_start_s + (self.laps_wanted + 1) * L / 2.0 + self.start_behind_m / 2.0 + 60.0
         # menus before the start
         for _ in range(round(self.pre_start_s * self.rate_hz)):
             yield self._state(
@@ -241,6 +243,8 @@ class Simulation:
                     t, False, lap, p, 0.0, 0.0, 0.0, 0.0, 0.0, 1, 0.0, 0.0, 0.0, last_lap, best_lap, ()
                 )
                 continue
+            if cooldown_until is None and t > give_up_t:
+                cooldown_until = t  # a car that cannot make progress (a wall of a slope): end the run
             # control: accelerate towards the limit just ahead, or brake down to it
             target = self._limit(profile, p + v * dt + 0.5)
             if cooldown_until is not None:

@@ -68,3 +68,12 @@ def test_template_unit_uses_instance_config() -> None:
     d = _directives(UNITS[1])
     assert "%i.toml" in d["ExecStart"][0]
     assert d["StateDirectory"] == ["wrtfd/%i"]
+
+
+@needs_analyze
+def test_ci_entry_point(capsys: pytest.CaptureFixture[str]) -> None:
+    from wrtfd.daemon.units import main
+
+    assert main(["verify", *map(str, UNITS)]) == 0
+    assert capsys.readouterr().out == "units: 2 unit file(s) verified\n"
+    assert main(["check"]) == 2
