@@ -82,18 +82,23 @@ def cases() -> list[tuple[str, str, dict[str, Any], bytes, struct.Struct]]:
     return out
 
 
-def rate(fn: Callable[[bytes], Any], data: bytes, seconds: float) -> float:
-    n = 0
+def rate(fn: Callable[[bytes], Any], data: bytes, seconds: float, rounds: int = 3) -> float:
+    """Best of ``rounds`` timed runs (calls/s): the machine is shared, the best run is the code's."""
+    best = 0.0
     batch = 2000
-    t0 = time.perf_counter()
-    deadline = t0 + seconds
-    while True:
-        for _ in range(batch):
-            fn(data)
-        n += batch
-        now = time.perf_counter()
-        if now >= deadline:
-            return n / (now - t0)
+    for _ in range(rounds):
+        n = 0
+        t0 = time.perf_counter()
+        deadline = t0 + seconds / rounds
+        while True:
+            for _ in range(batch):
+                fn(data)
+            n += batch
+            now = time.perf_counter()
+            if now >= deadline:
+                break
+        best = max(best, n / (now - t0))
+    return best
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short runs (about 0.2 s per measurement)")
     args = parser.parse_args(argv)
     seconds = 0.2 if args.quick else 1.0
+    warm = make_decoder("forza")
+    rate(warm.decode, bytes(331), seconds)  # let the CPU clock up before the first row
     print(f"{'protocol / packet':<26} {'bytes':>6} {'decode pkt/s':>13} {'unpack pkt/s':>13} {'ratio':>6}")
     for label, protocol, options, data, baseline in cases():
         decoder = make_decoder(protocol, **options)

@@ -108,20 +108,22 @@ async def throughput(rate: int, duration_s: float, tmp: Path) -> dict[str, Any]:
     async with anyio.create_task_group() as tg:
         await tg.start(source.run, sink)
         addr = source.local_address
-        assert addr is not None
+        if addr is None:
+            raise SystemExit("source did not bind")
         c0, t0 = cpu_s(), time.monotonic()
         proc = start_sender([(addr, [telemetry], rate / 10, 10)], duration_s, tmp)
         out, _ = await anyio.to_thread.run_sync(proc.communicate)
         sent = int(out.strip() or 0)
         with anyio.move_on_after(2):
-            while source.stats.received + source.stats.dropped.as_dict().get("kernel_overflow", 0) < sent:
+            while source.stats.received + source.stats.dropped.as_dict().get("kernel_overflow", 0) < sent:  # noqa: ASYNC110
                 await anyio.sleep(0.01)
         c1, t1 = cpu_s(), time.monotonic()
         tg.cancel_scope.cancel()
     drops = source.stats.dropped.as_dict()
     kernel = drops.pop("kernel_overflow", 0)
+    cpu_pct = 100 * (c1 - c0) / (t1 - t0)
     return {"rate": rate, "sent": sent, "received": source.stats.received, "decoded": count[0],
-            "app_drops": sum(drops.values()), "kernel_drops": kernel, "cpu_pct": 100 * (c1 - c0) / (t1 - t0)}  # fmt: skip
+            "app_drops": sum(drops.values()), "kernel_drops": kernel, "cpu_pct": cpu_pct}  # fmt: skip
 
 
 def feed_streams(f1_addr: tuple[str, int], forza_addr: tuple[str, int]) -> list[Any]:
@@ -130,33 +132,46 @@ def feed_streams(f1_addr: tuple[str, int], forza_addr: tuple[str, int]) -> list[
     return [(f1_addr, frame, 60.0, 6), (forza_addr, forza_packets(), 60.0, 1)]
 
 
-async def feed_recorded(duration_s: float, tmp: Path) -> dict[str, Any]:
+async def feed_recorded(
+    duration_s: float, tmp: Path, *, record: bool, tick_s: float | None = None
+) -> dict[str, Any]:
+    """The feed into two UdpSources, then a LiveRecorder (``record``) or a counting sink."""
     f1_dec, forza_dec = F1Decoder(), ForzaDecoder()
-    policy = RecorderPolicy(output_dir=tmp / "rec", rate_hz=60)
-    (tmp / "rec").mkdir(exist_ok=True)
-    live = LiveRecorder(
-        [SourceSpec("f1", f1_dec.definition), SourceSpec("forza", forza_dec.definition)], policy
-    )
+    out_dir = tmp / f"rec-{record}-{tick_s}"
+    out_dir.mkdir(exist_ok=True)
+    policy = RecorderPolicy(output_dir=out_dir, rate_hz=60)
+    options = {} if tick_s is None else {"tick_s": tick_s}
+    specs = [SourceSpec("f1", f1_dec.definition), SourceSpec("forza", forza_dec.definition)]
+    live = LiveRecorder(specs, policy, **options)
+    counted = [0]
+
+    def count(_sample: Sample) -> None:
+        counted[0] += 1
+
+    sink = live.sink if record else count
     f1_src = UdpSource("f1", f1_dec, host="127.0.0.1", port=0)
     forza_src = UdpSource("forza", forza_dec, host="127.0.0.1", port=0)
     async with anyio.create_task_group() as tg:
-        await tg.start(live.run)
-        await tg.start(f1_src.run, live.sink)
-        await tg.start(forza_src.run, live.sink)
-        assert f1_src.local_address is not None and forza_src.local_address is not None
+        if record:
+            await tg.start(live.run)
+        await tg.start(f1_src.run, sink)
+        await tg.start(forza_src.run, sink)
+        if f1_src.local_address is None or forza_src.local_address is None:
+            raise SystemExit("sources did not bind")
         await anyio.sleep(0.5)
         c0, t0 = cpu_s(), time.monotonic()
         proc = start_sender(feed_streams(f1_src.local_address, forza_src.local_address), duration_s, tmp)
         out, _ = await anyio.to_thread.run_sync(proc.communicate)
         c1, t1 = cpu_s(), time.monotonic()
-        await live.stop()
+        if record:
+            await live.stop()
         tg.cancel_scope.cancel()
     received = f1_src.stats.received + forza_src.stats.received
     drops = f1_src.stats.dropped.total() + forza_src.stats.dropped.total()
-    files = sorted((tmp / "rec").rglob("*.wrtf"))
+    files = sorted(out_dir.rglob("*.wrtf"))
     return {"sent": int(out.strip() or 0), "received": received, "drops": drops,
             "cpu_pct": 100 * (c1 - c0) / (t1 - t0), "files": len(files),
-            "bytes": sum(f.stat().st_size for f in files)}  # fmt: skip
+            "bytes": sum(f.stat().st_size for f in files), "samples": counted[0] or live.samples}  # fmt: skip
 
 
 class _Counter(asyncio.DatagramProtocol):
@@ -188,9 +203,8 @@ async def run(quick: bool) -> None:
         rates = [20_000, 50_000] if quick else [20_000, 50_000, 100_000, 150_000]
         seconds = 1.0 if quick else 3.0
         print("1. throughput: F1 car telemetry -> UdpSource(F1Decoder) -> counting sink")
-        print(
-            f"{'rate/s':>8} {'sent':>8} {'received':>9} {'decoded':>8} {'app drops':>9} {'kernel drops':>12} {'cpu %':>6}"
-        )
+        head = f"{'rate/s':>8} {'sent':>8} {'received':>9} {'decoded':>8} {'app drops':>9}"
+        print(f"{head} {'kernel drops':>12} {'cpu %':>6}")
         for rate in rates:
             r = await throughput(rate, seconds, tmp)
             print(f"{r['rate']:>8} {r['sent']:>8} {r['received']:>9} {r['decoded']:>8} {r['app_drops']:>9} "
@@ -198,13 +212,18 @@ async def run(quick: bool) -> None:
         feed_s = 5.0 if quick else 20.0
         print(f"\n2. feed: F1 360 Hz + Forza 60 Hz for {feed_s:.0f} s, % of one core of this process")
         base = await feed_baseline(feed_s, tmp)
-        ours = await feed_recorded(feed_s, tmp)
-        print(f"{'pipeline':<44} {'sent':>6} {'received':>9} {'drops':>6} {'cpu %':>6} {'ratio':>6}")
-        print(f"{'baseline: asyncio protocol, count only':<44} {base['sent']:>6} {base['received']:>9} {'-':>6} "
-              f"{base['cpu_pct']:>6.2f} {1.0:>6.2f}")  # fmt: skip
-        print(f"{'wrtfd: UdpSource x2 + LiveRecorder -> WRTF':<44} {ours['sent']:>6} {ours['received']:>9} "
-              f"{ours['drops']:>6} {ours['cpu_pct']:>6.2f} {ours['cpu_pct'] / max(base['cpu_pct'], 1e-9):>6.2f}")  # fmt: skip
-        print(f"   ({ours['files']} file(s), {ours['bytes']:,} bytes written)")
+        rows = [
+            ("UdpSource x2 -> counting sink", await feed_recorded(feed_s, tmp, record=False)),
+            ("UdpSource x2 + LiveRecorder -> WRTF", await feed_recorded(feed_s, tmp, record=True)),
+            ("  same, LiveRecorder(tick_s=0.05)", await feed_recorded(feed_s, tmp, record=True, tick_s=0.05)),
+        ]
+        print(f"{'pipeline':<40} {'sent':>6} {'received':>9} {'drops':>6} {'cpu %':>6} {'ratio':>6}")
+        print(f"{'baseline: asyncio protocol, count only':<40} {base['sent']:>6} {base['received']:>9} "
+              f"{'-':>6} {base['cpu_pct']:>6.2f} {1.0:>6.2f}")  # fmt: skip
+        for label, r in rows:
+            ratio = r["cpu_pct"] / max(base["cpu_pct"], 1e-9)
+            counts = f"{r['sent']:>6} {r['received']:>9} {r['drops']:>6}"
+            print(f"{label:<40} {counts} {r['cpu_pct']:>6.2f} {ratio:>6.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -75,3 +75,11 @@ def test_nan_counters_do_not_crash() -> None:
     assert out.values["gear"] == 0 and out.source_time_ns is None
     with pytest.raises(DecodeError):
         CodemastersDecoder().decode(bytes(263))
+
+
+def test_f1_2017_legacy_packet_uses_the_first_66_floats() -> None:
+    floats = [float(i) for i in range(66)]
+    packet = struct.pack("<66f", *floats) + bytes(1289 - 264)
+    out = CodemastersDecoder(rpm_scale=1.0).decode(packet)
+    assert out.values["engine_rpm"] == 37.0 and out.values["max_gears"] == 65
+    assert out.values["track_length"] == 61.0

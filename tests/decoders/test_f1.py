@@ -2,6 +2,12 @@
 
 Every datagram of ``shared/data/udp/f1/<year>.jsonl`` must decode (or be a known, unmapped
 packet id), and every channel we map must equal the public decoder's ``parsed`` value.
+
+Supported: packet formats 2018, 2019, 2020, 2021, 2022, 2023, 2024, 2025 (every year with a
+capture). Not supported by this decoder: F1 2017 and older; their 1289-byte "legacy" packet is
+read by the ``codemasters`` decoder (its first 66 floats). Unmapped packet ids (participants,
+setups, damage, history, tyre sets, final classification, lobby, time trial, lap positions)
+decode to None and are counted in ``F1Decoder.skipped``.
 """
 
 from __future__ import annotations
@@ -223,3 +229,11 @@ def test_random_packets_with_valid_headers_only_raise_decode_error(fmt: int, pid
             dec.decode(data)
         except DecodeError as e:
             assert e.reason in {"wrong_size", "unknown_format", "unknown_packet_id"}
+
+
+@pytest.mark.parametrize("bad_time", [float("inf"), float("-inf"), float("nan")])
+def test_non_finite_session_time_has_no_source_clock(shared_data: Path, bad_time: float) -> None:
+    raw = bytearray(next(raw for name, raw, _p in records(shared_data, 2023) if name == "carTelemetry"))
+    struct.pack_into("<f", raw, 15, bad_time)  # header sessionTime
+    out = F1Decoder().decode(bytes(raw))
+    assert out is not None and out.source_time_ns is None

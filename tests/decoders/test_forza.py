@@ -140,3 +140,31 @@ def test_other_sizes_are_dropped(data: bytes) -> None:
     with pytest.raises(DecodeError) as err:
         ForzaDecoder().decode(data)
     assert err.value.reason == "wrong_size"
+
+
+#: Dash field offsets from forza.md, for FM7/FM2023 (the Horizon offsets are these + 12).
+_DASH_AT = {"speed": (244, "<f"), "lap_number": (300, "<H"), "gear": (307, "<B"), "steer": (308, "<b")}
+
+
+@given(
+    size=st.sampled_from([311, 324, 331]),
+    speed=st.floats(-1e6, 1e6, width=32),
+    lap=st.integers(0, 65535),
+    gear=st.integers(0, 255),
+    steer=st.integers(-128, 127),
+    rpm=st.floats(0, 20000, width=32),
+    ordinal=st.integers(-(2**31), 2**31 - 1),
+)
+def test_random_dash_values_round_trip(
+    size: int, speed: float, lap: int, gear: int, steer: int, rpm: float, ordinal: int
+) -> None:
+    buf = bytearray(size)
+    struct.pack_into("<f", buf, 16, rpm)  # CurrentEngineRpm
+    struct.pack_into("<i", buf, 212, ordinal)  # CarOrdinal
+    shift = 12 if size == 324 else 0
+    values = {"speed": speed, "lap_number": lap, "gear": gear, "steer": steer}
+    for name, (at, fmt) in _DASH_AT.items():
+        struct.pack_into(fmt, buf, at + shift, values[name])
+    v = ForzaDecoder().decode(bytes(buf)).values
+    assert (v["speed"], v["lap_number"], v["gear"], v["steer"]) == (speed, lap, gear, steer)
+    assert (v["engine_rpm"], v["car_ordinal"]) == (rpm, ordinal)

@@ -4,9 +4,11 @@ hostile input (random, truncated, bit-flipped) only ever raises DecodeError with
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -54,6 +56,16 @@ def test_definition_is_valid_and_documented(name: str) -> None:
         assert field.get("description"), f"{name}.{field['name']} has no description"
 
 
+def _assert_fits(dtype: np.dtype[Any], values: Mapping[str, object]) -> None:
+    """Every value converts to its frame field's type, as the recorder will convert it."""
+    for key, value in values.items():
+        field = dtype[key]
+        if isinstance(value, str):
+            assert field.base == np.uint8 and len(value.encode("utf-8")) <= field.shape[0], key
+            continue
+        np.array(value, dtype=field.base)  # raises OverflowError for an out-of-range integer
+
+
 def _corpus(shared_data: Path) -> dict[str, list[bytes]]:
     forza = (shared_data / "udp" / "forza_fm2023" / "fm2023_dash_331B_x1793.bin").read_bytes()
     ac = (shared_data / "udp" / "assetto_corsa" / "AssettoCorsa_monza_A8LMS.raw").read_bytes()
@@ -75,6 +87,7 @@ def _corpus(shared_data: Path) -> dict[str, list[bytes]]:
 def test_values_are_schema_fields_and_mutations_only_raise_decode_error(shared_data: Path, name: str) -> None:
     dec = make_decoder(name, **PROTOCOLS[name])
     fields = {f["name"] for f in dec.definition["frame"]["fields"]}
+    dtype = Schema.from_dict(dec.definition).frame_dtype
     rng = random.Random(1234)
     good = _corpus(shared_data)[name]
     decoded = dropped = 0
@@ -89,6 +102,10 @@ def test_values_are_schema_fields_and_mutations_only_raise_decode_error(shared_d
                 flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
             mutants.append(bytes(flipped))
         mutants.append(packet + b"\x00")
+        offsets = [*range(min(len(packet), 64) - 3), *range(64, min(len(packet), 512) - 3, 4)]
+        for off in offsets:  # inf / NaN wherever a float may sit (headers unaligned: F1)
+            for poison in (b"\x00\x00\x80\x7f", b"\x00\x00\xc0\x7f"):
+                mutants.append(packet[:off] + poison + packet[off + 4 :])
         for data in mutants:
             try:
                 result = dec.decode(data)
@@ -99,6 +116,7 @@ def test_values_are_schema_fields_and_mutations_only_raise_decode_error(shared_d
                 decoded += 1
                 if result is not None:
                     assert set(result.values) <= fields
+                    _assert_fits(dtype, result.values)
     assert dropped > 0 and decoded > 0
 
 
@@ -110,3 +128,17 @@ def test_random_datagrams_only_raise_decode_error(name: str, data: bytes) -> Non
         dec.decode(data)
     except DecodeError as e:
         assert e.reason in REASONS
+
+
+def test_tuple_layout_slices_reorders_and_refuses_bad_names() -> None:
+    from wrtfd.decoders._common import TupleLayout
+
+    layout = TupleLayout([("a", 1), (None, 2), ("w", 4), ("b", 1)], reorder={"w": (2, 3, 0, 1)})
+    assert layout.width == 8 and layout.names == ("a", "w", "b")
+    assert layout.build(tuple(range(8))) == {"a": 0, "w": (5, 6, 3, 4), "b": 7}
+    shifted = TupleLayout([("x", 2)], base=3)
+    assert shifted.build(tuple(range(6))) == {"x": (3, 4)}
+    with pytest.raises(ValueError):
+        TupleLayout([("not a name", 1)])
+    with pytest.raises(ValueError):
+        TupleLayout([("w", 4)], reorder={"w": (0, 0, 1, 2)})

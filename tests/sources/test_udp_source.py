@@ -68,6 +68,11 @@ async def test_f1_captures_over_udp(shared_data: Path) -> None:
     assert [s.values for s in samples] == [e.values for e in wanted]
     assert [s.source_time_ns for s in samples] == [e.source_time_ns for e in wanted]
     assert all(s.source == "f1" for s in samples)
+    # a sessionUID change starts a new session (the captures hold several sessions per year)
+    keys = [e.session_key for e in wanted]
+    flags = [i > 0 and keys[i] != keys[i - 1] for i in range(len(keys))]
+    assert [s.new_session for s in samples] == flags
+    assert sum(flags) >= 8
     rx = [s.rx_ns for s in samples]
     assert rx == sorted(rx)
     assert source.stats.dropped.total() == 0
@@ -93,6 +98,24 @@ async def test_every_drop_has_a_reason() -> None:
     assert len(samples) == 1
     assert source.stats.dropped.as_dict() == {"sender_not_allowed": 1, "too_large": 2, "wrong_size": 2}
     assert accounted(source) == source.stats.received
+
+
+async def test_a_failing_sink_is_counted_not_fatal() -> None:
+    calls = [0]
+
+    def broken(_sample: Sample) -> None:
+        calls[0] += 1
+        raise RuntimeError("mapping bug")
+
+    source = UdpSource("forza", ForzaDecoder(), host="127.0.0.1", port=0)
+    async with running(source, broken) as addr:
+        tx = sender()
+        for _ in range(3):
+            tx.sendto(bytes(331), addr)
+        await until(lambda: source.stats.received == 3)
+        tx.close()
+    assert calls[0] == 3
+    assert source.stats.dropped.as_dict() == {"sink_error": 3}
 
 
 async def test_queue_full_and_decoder_bugs_are_counted() -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ __all__ = [
     "TupleLayout",
     "check_channels",
     "cstr",
+    "fit_utf8",
     "load_definition",
     "select_channels",
     "utf16_str",
@@ -78,12 +78,27 @@ def select_channels(definition: dict[str, Any], channels: Sequence[str]) -> dict
     return definition
 
 
+def fit_utf8(text: str, max_bytes: int) -> str:
+    """``text`` cut (on a character boundary) so that its UTF-8 form fits ``max_bytes``: a text
+    channel of N bytes must hold what the decoder returns, whatever bytes came in."""
+    raw = text.encode("utf-8")
+    if len(raw) <= max_bytes:
+        return text
+    return raw[:max_bytes].decode("utf-8", errors="ignore")
+
+
 def cstr(raw: bytes) -> str:
-    """A NUL-terminated 8-bit string (LFS: Latin-1 code page text), cut at the first NUL."""
+    """A NUL-terminated 8-bit string (LFS: Latin-1 code page text), cut at the first NUL.
+
+    The result fits ``len(raw)`` bytes of UTF-8 (the text channel it goes to).
+    """
+    size = len(raw)
     end = raw.find(b"\x00")
     if end >= 0:
         raw = raw[:end]
-    return raw.decode("latin-1")
+    if raw.isascii():
+        return raw.decode("ascii")
+    return fit_utf8(raw.decode("latin-1"), size)
 
 
 def utf16_str(raw: bytes) -> str:
@@ -99,9 +114,14 @@ class TupleLayout:
     ``spec`` lists ``(name, count)`` in unpack order; ``name`` None skips the items (padding,
     fields not mapped). ``count`` > 1 makes an array channel (a tuple slice). ``reorder`` maps
     an array name to an index permutation (e.g. a game's RL,RR,FL,FR wheels to FL,FR,RL,RR).
+
+    The mapping is compiled once into a function returning a dict display
+    (``{"speed": t[3], "wheel_speed": t[8:12], ...}``), the fastest way CPython builds a dict;
+    names are checked to be identifiers and inserted with ``repr``, so no text from outside
+    the program reaches the compiled code.
     """
 
-    __slots__ = ("_arrays", "_names", "_scalars", "size", "width")
+    __slots__ = ("_build", "names", "size", "width")
 
     def __init__(
         self,
@@ -112,38 +132,37 @@ class TupleLayout:
     ) -> None:
         reorder = reorder or {}
         pos = base
-        scalar_names: list[str] = []
-        scalar_pos: list[int] = []
-        arrays: list[tuple[str, int, int, Callable[[Sequence[Any]], tuple[Any, ...]] | None]] = []
+        items: list[str] = []
+        names: list[str] = []
         for name, count in spec:
             if name is not None:
+                if not name.isidentifier():
+                    raise ValueError(f"layout field {name!r} is not an identifier")
+                names.append(name)
                 if count == 1:
-                    scalar_names.append(name)
-                    scalar_pos.append(pos)
+                    items.append(f"{name!r}: t[{pos}]")
                 else:
                     perm = reorder.get(name)
-                    getter = itemgetter(*perm) if perm is not None else None
-                    arrays.append((name, pos, pos + count, getter))
+                    if perm is None:
+                        items.append(f"{name!r}: t[{pos}:{pos + count}]")
+                    else:
+                        if sorted(perm) != list(range(count)):
+                            raise ValueError(f"layout field {name!r}: {perm} is not a permutation of {count}")
+                        picked = ", ".join(f"t[{pos + i}]" for i in perm)
+                        items.append(f"{name!r}: ({picked},)")
             pos += count
         self.width = pos - base
-        self.size = len(scalar_names) + len(arrays)
-        self._names = tuple(scalar_names)
-        if len(scalar_pos) == 1:
-            only = scalar_pos[0]
-            self._scalars: Callable[[Sequence[Any]], tuple[Any, ...]] = lambda t: (t[only],)
-        elif scalar_pos:
-            self._scalars = itemgetter(*scalar_pos)
-        else:
-            self._scalars = lambda t: ()
-        self._arrays = tuple(arrays)
+        self.size = len(names)
+        self.names = tuple(names)
+        source = "def build(t):\n    return {" + ", ".join(items) + "}\n"
+        namespace: dict[str, Any] = {}
+        exec(compile(source, "<TupleLayout>", "exec"), namespace)
+        self._build: Callable[[Sequence[Any]], dict[str, Any]] = namespace["build"]
 
-    @property
-    def names(self) -> tuple[str, ...]:
-        return self._names + tuple(a[0] for a in self._arrays)
+    def build(self, t: Sequence[Any]) -> dict[str, Any]:
+        """A new dict of this layout's channels from the unpacked tuple ``t``."""
+        return self._build(t)
 
     def into(self, out: dict[str, Any], t: Sequence[Any]) -> None:
         """Add this layout's channels from the unpacked tuple ``t`` to ``out``."""
-        out.update(zip(self._names, self._scalars(t), strict=True))
-        for name, start, stop, getter in self._arrays:
-            chunk = t[start:stop]
-            out[name] = getter(chunk) if getter is not None else chunk
+        out.update(self._build(t))

@@ -2,7 +2,9 @@
 
 Layout: ``shared/spec/protocols/codemasters_legacy.md``. A headerless array of little-endian
 float32: 66 of them (264 bytes) with ``extradata="3"``, the first 38 (152 bytes) with mode 1.
-Every value is a float on the wire; counters (gear, laps, position) are turned into ints.
+F1 2016/2017's 1289-byte legacy packet starts with the same 66 floats (only those are decoded;
+use ``rpm_scale=1`` there). Every value is a float on the wire; counters (gear, laps, position)
+are turned into ints.
 DiRT Rally sends engine speeds divided by 10 (``rpm_scale=10``, the default).
 
 Session signal: ``run_time`` going back starts a new session (a new stage or restart); it is
@@ -22,10 +24,12 @@ from wrtfd.decoders.base import Decoded
 from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import ConfigError, DecodeError
 
-__all__ = ["PROTOCOLS", "CodemastersDecoder"]
+__all__ = ["F1_LEGACY_SIZE", "PROTOCOLS", "CodemastersDecoder"]
 
 _FULL = struct.Struct("<66f")  # extradata=3
 _SHORT = struct.Struct("<38f")  # extradata=1
+#: F1 2016/2017 "legacy" UDPPacket: the same 66 floats first; the rest (per-car data) is not mapped.
+F1_LEGACY_SIZE = 1289
 
 #: Scalar channels by float index.
 _SCALARS: tuple[tuple[int, str], ...] = (
@@ -38,10 +42,12 @@ _SCALARS: tuple[tuple[int, str], ...] = (
     (45, "fuel_in_tank"), (46, "fuel_capacity"), (49, "sector1_time"), (50, "sector2_time"),
     (61, "track_length"), (62, "last_lap_time"),
 )  # fmt: skip
-#: Integer channels by float index.
-_INTS: tuple[tuple[int, str], ...] = (
-    (33, "gear"), (36, "current_lap"), (39, "car_position"), (42, "drs"), (47, "in_pits"), (48, "sector"),
-    (59, "laps_completed"), (60, "total_laps"), (65, "max_gears"),
+#: Integer channels by float index, with the range of their channel type (values are clamped:
+#: a float on the wire can hold anything, the recorded field cannot).
+_INTS: tuple[tuple[int, str, int, int], ...] = (
+    (33, "gear", -128, 127), (36, "current_lap", 0, 65535), (39, "car_position", 0, 255), (42, "drs", 0, 255),
+    (47, "in_pits", 0, 255), (48, "sector", 0, 255), (59, "laps_completed", 0, 65535),
+    (60, "total_laps", 0, 65535), (65, "max_gears", 0, 255),
 )  # fmt: skip
 #: Wheel arrays (RL, RR, FL, FR on the wire) by first index.
 _WHEEL_ARRAYS: tuple[tuple[int, str], ...] = (
@@ -93,19 +99,22 @@ class CodemastersDecoder:
 
     def decode(self, data: bytes) -> Decoded:
         size = len(data)
-        if size == 264:
-            t = _FULL.unpack(data)
+        if size == 264 or size == F1_LEGACY_SIZE:
+            t = _FULL.unpack_from(data)
         elif size == 152:
             t = _SHORT.unpack(data)
         else:
-            raise DecodeError(f"codemasters: {size}-byte datagram; expected 264 or 152", reason="wrong_size")
+            raise DecodeError(
+                f"codemasters: {size}-byte datagram; expected 264, 152 or {F1_LEGACY_SIZE}",
+                reason="wrong_size",
+            )
         n = len(t)
         full = n == 66
         names, getter = _FULL_SCALARS if full else _SHORT_SCALARS
         values: dict[str, Any] = dict(zip(names, getter(t), strict=True))
-        for i, name in _INTS if full else _SHORT_INTS:
+        for i, name, lo, hi in _INTS if full else _SHORT_INTS:
             v = t[i]
-            values[name] = int(v) if -1e9 < v < 1e9 else 0  # NaN and inf fail both tests
+            values[name] = min(hi, max(lo, int(v))) if -1e9 < v < 1e9 else 0  # NaN, inf fail both
         for i, name in _WHEEL_ARRAYS if full else _SHORT_WHEEL_ARRAYS:
             values[name] = (t[i + 2], t[i + 3], t[i], t[i + 1])
         scale = self.rpm_scale

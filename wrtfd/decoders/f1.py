@@ -14,6 +14,7 @@ formats and ids raise :class:`DecodeError` (the source counts the drop).
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -40,6 +41,7 @@ _U8 = struct.Struct("<B")
 _U32 = struct.Struct("<I")
 _WHEELS = (2, 3, 0, 1)  # RL, RR, FL, FR on the wire -> FL, FR, RL, RR
 _DIR_SCALE = 1.0 / 32767.0
+_U32_MAX = 0xFFFFFFFF
 #: Events whose first detail byte is a vehicle index.
 _VEHICLE_EVENTS = frozenset({b"FTLP", b"RTMT", b"TMPT", b"RCWN", b"SPTP", b"DTSV", b"SGSV", b"OVTK", b"COLL"})
 _DIR_KEYS = (
@@ -84,8 +86,8 @@ def _seconds_to_ms(out: dict[str, Any]) -> None:
         ("_sector2_time_s", "sector2_time_ms"),
     ):
         v = out.pop(src, None)
-        if v is not None:
-            out[dst] = max(0, round(v * 1000.0))
+        if v is not None:  # clamped to the uint32 channel: NaN, inf and junk must not escape
+            out[dst] = min(_U32_MAX, max(0, round(v * 1000.0))) if math.isfinite(v) else 0
 
 
 def _sector_parts(out: dict[str, Any]) -> None:
@@ -105,6 +107,17 @@ def _directions(out: dict[str, Any]) -> None:
     if "world_forward_dir_x" in out:
         for key in _DIR_KEYS:
             out[key] = out[key] * _DIR_SCALE
+
+
+def _hook(packet: CarPacket, layout: FormatLayout) -> Callable[[dict[str, Any]], None] | None:
+    """The unit conversion a packet kind needs after unpacking (None: values are final)."""
+    if packet.kind == "motion":
+        return _directions
+    if packet.kind == "telemetry2018":
+        return _pedals_2018
+    if packet.kind == "lap":
+        return _seconds_to_ms if layout.packet_format <= 2020 else _sector_parts
+    return None
 
 
 class _CarArray:
@@ -183,15 +196,7 @@ class _Format:
         hsize = self.header.size
         self.cars: dict[int, _CarArray] = {}
         for pid, packet in layout.car_packets.items():
-            hooks: list[Callable[[dict[str, Any]], None]] = []
-            if packet.kind == "motion":
-                hooks.append(_directions)
-            if packet.kind == "telemetry2018":
-                hooks.append(_pedals_2018)
-            if packet.kind == "lap":
-                hooks.append(_seconds_to_ms if layout.packet_format <= 2020 else _sector_parts)
-            hook = hooks[0] if hooks else None
-            self.cars[pid] = _CarArray(packet, hsize, layout.num_cars, max_cars, hook)
+            self.cars[pid] = _CarArray(packet, hsize, layout.num_cars, max_cars, _hook(packet, layout))
         self.motion_ex: tuple[struct.Struct, TupleLayout] | None = None
         self.motion_ex_size = 0
         if layout.motion_ex is not None:
@@ -295,7 +300,7 @@ class F1Decoder:
         session_time = h[fmt.i_time]
         return Decoded(
             values=out,
-            source_time_ns=int(session_time * 1e9) if session_time == session_time else None,
+            source_time_ns=int(session_time * 1e9) if math.isfinite(session_time) else None,
             session_key=h[fmt.i_uid],
             session_info=info,
         )
@@ -326,7 +331,11 @@ class F1Decoder:
     def _event(fmt: _Format, data: bytes, out: dict[str, Any]) -> None:
         at = fmt.header.size
         (code,) = _EVENT_CODE.unpack_from(data, at)
-        out["event_code"] = code.decode("ascii", errors="replace")
+        out["event_code"] = (
+            code.decode("ascii")
+            if code.isascii()
+            else "".join(chr(b) if 32 <= b < 127 else "?" for b in code)
+        )
         vehicle = 255
         if fmt.layout.event_details:
             if code in _VEHICLE_EVENTS:

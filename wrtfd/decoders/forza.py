@@ -148,8 +148,7 @@ class ForzaDecoder:
             )
         _kind, compiled, layout = entry
         t = compiled.unpack(data)
-        values: dict[str, Any] = {}
-        layout.into(values, t)
+        values = layout.build(t)
         race_on = t[0] != 0
         values["is_race_on"] = race_on
         ts = t[1]

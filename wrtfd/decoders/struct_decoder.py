@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from wrtfd.decoders._common import fit_utf8
 from wrtfd.decoders.base import Decoded
 from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import ConfigError, DecodeError
@@ -168,11 +169,12 @@ def _converter(f: FieldSpec, at: int) -> Callable[[tuple[Any, ...]], Any]:
     bias = 0.0 if f.bias is None else f.bias
     scaled = f.scale is not None or f.bias is not None
     if f.type == "char":
+        size = f.count
 
         def text(t: tuple[Any, ...]) -> str:
             raw: bytes = t[at]
             end = raw.find(b"\x00")
-            return (raw if end < 0 else raw[:end]).decode("utf-8", errors="replace")
+            return fit_utf8((raw if end < 0 else raw[:end]).decode("utf-8", errors="replace"), size)
 
         return text
     if f.count == 1:

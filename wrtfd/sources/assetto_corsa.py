@@ -43,7 +43,9 @@ log = logging.getLogger("wrtfd.sources.assetto_corsa")
 class AssettoCorsaSource:
     """Handshakes with Assetto Corsa at ``host:port`` and records its RTCarInfo stream.
 
-    ``handshakes_sent`` and ``handshakes_answered`` are exposed for status and tests.
+    ``handshakes_sent``, ``handshakes_answered`` and ``rehandshakes`` (the stream stopped and the
+    handshake started again) are exposed for status and tests; ``stats.restarts`` stays the
+    daemon's (restarts after a failure).
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class AssettoCorsaSource:
         self.stats = SourceStats()
         self.handshakes_sent = 0
         self.handshakes_answered = 0
+        self.rehandshakes = 0  # handshakes started again because the stream stopped
         self._socket: DatagramSocket | None = None
 
     @property
@@ -134,7 +137,7 @@ class AssettoCorsaSource:
             if streaming and now - last_rx > self.stale_after_s:
                 streaming = False
                 next_handshake = now
-                stats.restarts += 1
+                self.rehandshakes += 1
                 stats.set_state(SourceState.RECONNECTING, "stream stopped; handshaking again")
                 log.info("%s: stream stopped; handshaking again", self.name)
             if not streaming and now >= next_handshake:
@@ -182,6 +185,10 @@ class AssettoCorsaSource:
                     decoded = decoder.decode(data)
                 except DecodeError as e:
                     dropped.add(e.reason)
+                    continue
+                except Exception:  # a decoder bug must not stop recording: count it, log it
+                    dropped.add("decoder_error")
+                    log.exception("%s: decoder failed on a %d-byte datagram", self.name, len(data))
                     continue
                 if streaming:
                     last_rx = time.monotonic()

@@ -1,19 +1,22 @@
 """UDP listener source: one bound socket, one protocol decoder, counted drops.
 
-A game sends datagrams to the configured address and port; each one is stamped with
-``time.monotonic_ns()`` when read, checked against the optional sender allowlist and the size
-bound, decoded, and handed to the sink. Every datagram ends up either decoded or counted in
-``stats.dropped`` under one reason:
+A game sends datagrams to the configured address and port; each one is stamped with its
+receive time on the monotonic clock (see "Receive times"), checked against the optional sender
+allowlist and the size bound, decoded, and handed to the sink. Every datagram ends up either
+decoded or counted in ``stats.dropped`` under one reason:
 
 ``too_large`` (over ``max_datagram_bytes``), ``sender_not_allowed``, the decoder's
 :class:`~wrtfd.errors.DecodeError` reason (``wrong_size``, ``unknown_format``, ...),
 ``decoder_error`` (a decoder bug: logged once, never fatal), ``queue_full`` (the recorder's
-intake refused it), ``kernel_overflow`` (the socket buffer overflowed before we read: Linux
-reports the count with ``SO_RXQ_OVFL``), ``socket_error`` (e.g. ICMP errors surfacing on recv).
+intake refused it), ``sink_error`` (the sink raised: logged once), ``kernel_overflow`` (the
+socket buffer overflowed before we read: Linux reports the count with ``SO_RXQ_OVFL``, on the
+next datagram queued after the loss), ``socket_error`` (e.g. ICMP errors surfacing on recv),
+``internal_error`` (a bug in the receive path itself: logged).
 
 The socket is read directly (non-blocking ``recvmsg`` from a reader callback on asyncio, or
 driven by :func:`anyio.wait_readable` elsewhere) rather than through anyio's UDP stream, whose
-100-entry internal queue drops silently when the loop is busy: here the only queue is the kernel's, bounded by ``rcvbuf_bytes`` and accounted.
+100-entry internal queue drops silently when the loop is busy: here the only queue is the
+kernel's, bounded by ``rcvbuf_bytes`` and accounted.
 
 A change of the decoder's ``session_key`` (F1 ``sessionUID``, the Forza / DiRT session
 counter, the AC handshake) sets ``new_session`` on the sample that carries it.
@@ -212,6 +215,7 @@ class UdpSource:
         self.stats = SourceStats()
         self._socket: DatagramSocket | None = None
         self._decoder_bug_logged = False
+        self._sink_bug_logged = False
 
     @property
     def local_address(self) -> tuple[str, int] | None:
@@ -338,6 +342,12 @@ class UdpSource:
                 sink(from_decoded(name, rx_ns, decoded, new_session=changed))
             except SinkFull:
                 dropped.add("queue_full")
+                return
+            except Exception:  # a failing sink (mapping bug) must not stop the receiving either
+                dropped.add("sink_error")
+                if not self._sink_bug_logged:
+                    self._sink_bug_logged = True
+                    log.exception("%s: the sink failed on a sample", name)
                 return
             stats.samples += 1
 
