@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 __all__ = [
     "Decoded",
@@ -24,6 +24,7 @@ __all__ = [
     "DropCounter",
     "Sample",
     "SessionInfo",
+    "generated_definition",
 ]
 
 #: What a source knows about the session: ``track``, ``car``, ``session_type`` ... (strings).
@@ -98,3 +99,36 @@ class DropCounter:
 
     def as_dict(self) -> dict[str, int]:
         return dict(sorted(self._counts.items()))
+
+
+def generated_definition(
+    *,
+    title: str,
+    description: str,
+    session_description: str,
+    frame_description: str,
+    fields: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """A WRTF definition for channels known only at run time (a DBC file, a configured layout).
+
+    The session header carries only the N9 time base; the recorder adds what it needs.
+    """
+    return {
+        "version": "1.0",
+        "metadata": {"title": title, "description": description},
+        "session": {
+            "description": session_description,
+            "header": {
+                "description": "Session start",
+                "fields": [
+                    {
+                        "name": "start_timestamp",
+                        "type": "uint64",
+                        "description": "Session time base (N9)",
+                        "unit": "us",
+                    }
+                ],
+            },
+        },
+        "frame": {"description": frame_description, "fields": fields},
+    }

@@ -21,7 +21,7 @@ from typing import Any
 
 import cantools
 
-from wrtfd.decoders.base import Decoded
+from wrtfd.decoders.base import Decoded, generated_definition
 from wrtfd.errors import ConfigError, DecodeError
 
 __all__ = ["CanFrame", "DbcChannelDecoder"]
@@ -132,28 +132,13 @@ class DbcChannelDecoder:
                 field["unit"] = signal.unit
             field["tags"] = ["can", message.name]
             fields.append(field)
-        return {
-            "version": "1.0",
-            "metadata": {
-                "title": f"CAN signals from {self.dbc_path.name}",
-                "description": "CAN signals decoded with a DBC file (scaled physical values)",
-            },
-            "session": {
-                "description": "One recording session of a CAN bus",
-                "header": {
-                    "description": "Session start",
-                    "fields": [
-                        {
-                            "name": "start_timestamp",
-                            "type": "uint64",
-                            "description": "Session time base (N9)",
-                            "unit": "us",
-                        }
-                    ],
-                },
-            },
-            "frame": {"description": "Latest value of each mapped DBC signal", "fields": fields},
-        }
+        return generated_definition(
+            title=f"CAN signals from {self.dbc_path.name}",
+            description="CAN signals decoded with a DBC file (scaled physical values)",
+            session_description="One recording session of a CAN bus",
+            frame_description="Latest value of each mapped DBC signal",
+            fields=fields,
+        )
 
     def is_mapped(self, arbitration_id: int, is_extended: bool = False) -> bool:
         return (arbitration_id, is_extended) in self._routes

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wrtfd.decoders._common import fit_utf8
-from wrtfd.decoders.base import Decoded
+from wrtfd.decoders.base import Decoded, generated_definition
 from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import ConfigError, DecodeError
 
@@ -262,28 +262,13 @@ class StructDecoder:
             if f.type == "char":
                 entry["tags"] = ["text"]
             frame.append(entry)
-        return {
-            "version": "1.0",
-            "metadata": {
-                "title": title,
-                "description": "Datagram layout described in the wrtfd configuration",
-            },
-            "session": {
-                "description": "One recording session",
-                "header": {
-                    "description": "Session start",
-                    "fields": [
-                        {
-                            "name": "start_timestamp",
-                            "type": "uint64",
-                            "description": "Session time base (N9)",
-                            "unit": "us",
-                        }
-                    ],
-                },
-            },
-            "frame": {"description": "Latest datagram values", "fields": frame},
-        }
+        return generated_definition(
+            title=title,
+            description="Datagram layout described in the wrtfd configuration",
+            session_description="One recording session",
+            frame_description="Latest datagram values",
+            fields=frame,
+        )
 
     def decode(self, data: bytes) -> Decoded:
         size = len(data)

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -36,7 +34,8 @@ from wrtfd.carla.info import Summary, summarize
 from wrtfd.carla.model import Frame, actor_type_name
 from wrtfd.carla.reader import EVENT_PACKETS, FrameStream, open_recording
 from wrtfd.decoders.base import Sample
-from wrtfd.errors import ImportFormatError, WrtfdError
+from wrtfd.errors import ImportFormatError
+from wrtfd.importers.output import check_output, replay_into_file
 
 __all__ = [
     "ALL_VEHICLES",
@@ -164,8 +163,7 @@ def import_recording(
     :raises WrtfdError: from the recorder or the track loader.
     :raises OSError: reading the input or writing the output.
     """
-    if output.exists() and not force:
-        raise ImportFormatError(f"{output} exists; use --force to overwrite it")
+    check_output(output, force=force)
     if rate_hz is not None and rate_hz <= 0:
         raise ImportFormatError(f"--rate must be a positive number of Hz, not {rate_hz}")
     all_vehicles = actor == ALL_VEHICLES
@@ -175,7 +173,7 @@ def import_recording(
         )
     if track is not None and all_vehicles:
         raise ImportFormatError("--track works with one actor (--actor hero|ID), not all-vehicles")
-    from wrtfd.recorder import RecorderPolicy, SourceSpec, replay
+    from wrtfd.recorder import SourceSpec
 
     result = ImportResult()
     result.output = output
@@ -228,24 +226,20 @@ def import_recording(
                 f"--start-timestamp must be at least {min_start_us} us at {rate} Hz"
                 " (tick 0 starts half a tick before the first CARLA frame)"
             )
-        output.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".carla-import-", dir=output.parent) as tmp:
-            # One session per import: CARLA time has no pauses, and an actor's absence shows as
-            # dropped ticks rather than as a new session.
-            policy = RecorderPolicy(output_dir=Path(tmp), rate_hz=rate, session_idle_s=None)
-            stream = first.again()
-            paths = replay(
-                _samples(stream, channels, result, len(times), progress, info),
-                sources=[SourceSpec(name=SOURCE_NAME, definition=definition, drives_frames=True)],
-                policy=policy,
-                start_timestamp_us=start_timestamp_us,
-                metadata=metadata,
-                derived=derived,
-            )
-            result.problems = [str(p) for p in stream.problems]
-            if len(paths) != 1:
-                raise WrtfdError(f"the recorder wrote {len(paths)} files for one import; expected one")
-            os.replace(paths[0], output)  # same directory, so same filesystem: atomic
+        stream = first.again()
+        # One session per import: CARLA time has no pauses, and an actor's absence shows as
+        # dropped ticks rather than as a new session.
+        replay_into_file(
+            _samples(stream, channels, result, len(times), progress, info),
+            output=output,
+            source=SourceSpec(name=SOURCE_NAME, definition=definition, drives_frames=True),
+            rate_hz=rate,
+            start_timestamp_us=start_timestamp_us,
+            metadata=metadata,
+            derived=derived,
+            policy_options={"session_idle_s": None},
+        )
+        result.problems = [str(p) for p in stream.problems]
     return result
 
 

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from wrtfd.decoders.base import Sample
-from wrtfd.errors import ConfigError, DecodeError, ImportFormatError, WrtfdError
+from wrtfd.errors import ConfigError, DecodeError, ImportFormatError
+from wrtfd.importers.output import check_output, replay_into_file
 from wrtfd.zddsrec.format import TornTail, ZddsrecReader
 from wrtfd.zddsrec.mapper import FrameMapper
 from wrtfd.zddsrec.mapping import MappingConfig, load_mapping
@@ -106,12 +105,11 @@ def import_zddsrec(
     :raises WrtfdError: from the recorder.
     :raises OSError: reading the input or writing the output.
     """
-    if output.exists() and not force:
-        raise ImportFormatError(f"{output} exists; use --force to overwrite it")
+    check_output(output, force=force)
     rate = rate_hz if rate_hz is not None else mapping.rate_hz
     if rate <= 0:
         raise ImportFormatError(f"--rate must be a positive number of Hz, not {rate}")
-    from wrtfd.recorder import RecorderPolicy, SourceSpec, replay
+    from wrtfd.recorder import SourceSpec
 
     stats = ImportStats(output=output, rate_hz=rate)
     with ZddsrecReader(path, limits=mapping.limits) as reader:
@@ -145,19 +143,14 @@ def import_zddsrec(
         samples = itertools.chain((first,), samples)
         if progress:
             samples = _progress(samples, reader, path.stat().st_size)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".zddsrec-import-", dir=output.parent) as tmp:
-            policy = RecorderPolicy(output_dir=Path(tmp), rate_hz=rate)
-            paths = replay(
-                samples,
-                sources=[spec],
-                policy=policy,
-                start_timestamp_us=start_timestamp_us,
-                metadata=metadata,
-            )
-            if len(paths) != 1:
-                raise WrtfdError(f"the recorder wrote {len(paths)} files for one import; expected one")
-            os.replace(paths[0], output)  # same directory, so same filesystem: atomic
+        replay_into_file(
+            samples,
+            output=output,
+            source=spec,
+            rate_hz=rate,
+            start_timestamp_us=start_timestamp_us,
+            metadata=metadata,
+        )
     return stats
 
 
