@@ -31,7 +31,9 @@ def detect_format(path: Path) -> str:
     # CARLA: u16 version, then u16 length 14 and "CARLA_RECORDER".
     if len(head) >= 18 and head[2:4] == b"\x0e\x00" and head[4:18] == b"CARLA_RECORDER":
         return "carla"
-    raise ImportFormatError(f"{path}: not a known recording format (expected .zddsrec or CARLA recorder); use --format")
+    raise ImportFormatError(
+        f"{path}: not a known recording format (expected .zddsrec or CARLA recorder); use --format"
+    )
 
 
 def register(subparsers: Any) -> None:

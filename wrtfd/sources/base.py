@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Protocol
 
 from wrtfd.decoders.base import DropCounter, Sample
@@ -30,7 +30,7 @@ class SinkFull(Exception):
 SampleSink = Callable[[Sample], None]
 
 
-class SourceState(str, Enum):
+class SourceState(StrEnum):
     STARTING = "starting"
     LISTENING = "listening"  # bound / open, nothing received yet
     RECEIVING = "receiving"
