@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from wrtfd.decoders.base import Decoded
 from wrtfd.decoders.obd import PIDS, ObdDecoder, parse_response
 from wrtfd.decoders.registry import all_protocols
 from wrtfd.errors import ConfigError, DecodeError
@@ -98,9 +99,12 @@ def test_every_pid_decodes_any_data_bytes(pid: int, data: bytes) -> None:
 @given(st.binary(max_size=100))
 def test_arbitrary_bytes_only_raise_decode_error(data: bytes) -> None:
     try:
-        ObdDecoder().decode(data)
-    except DecodeError:
-        pass
+        result = ObdDecoder().decode(data)
+    except DecodeError as exc:
+        # Sources count drops by this key; it must name a reason, never be empty.
+        assert exc.reason and exc.reason.isidentifier()
+    else:
+        assert result is None or isinstance(result, Decoded)
 
 
 def test_definition_is_a_valid_wrtf_schema() -> None:
