@@ -59,7 +59,8 @@ def test_arbitrary_bytes_only_raise_decode_error(data: bytes) -> None:
         # Sources count drops by this key; it must name a reason, never be empty.
         assert exc.reason and exc.reason.isidentifier()
     else:
-        assert isinstance(result, CanFrame) and 0 <= result.arbitration_id < 1 << 29 and len(result.data) <= 64
+        assert isinstance(result, CanFrame)
+        assert 0 <= result.arbitration_id < 1 << 29 and len(result.data) <= 64
 
 
 def test_iter_strict_and_counting(tmp_path: Path) -> None:
