@@ -36,9 +36,15 @@ def _check(args: argparse.Namespace) -> int:
     from wrtfd.daemon.wiring import check_buildable
 
     loaded = load_config(args.file)
-    check_buildable(loaded)
+    built = check_buildable(loaded)
     names = ", ".join(f"{s.source_name} ({s.kind}/{s.protocol})" for s in loaded.config.sources)
-    sys.stdout.write(f"{loaded.origin}: ok: {len(loaded.config.sources)} source(s): {names}\n")
+    laps = "".join(
+        f"; lap channels from {b.config.source_name} on {b.laps.track.name!r}"
+        f" ({b.laps.path.length_m:.1f} m lap)"
+        for b in built
+        if b.laps is not None
+    )
+    sys.stdout.write(f"{loaded.origin}: ok: {len(loaded.config.sources)} source(s): {names}{laps}\n")
     return 0
 
 
@@ -55,6 +61,12 @@ def _show(args: argparse.Namespace) -> int:
         path = loaded.definition_path(cfg)
         if path is not None:
             src["definition"] = str(path)
+        track = loaded.track_path(cfg)
+        if track is not None:
+            src["track"] = str(track)
+        else:  # the track's companion keys mean nothing without one: keep the listing short
+            for key in ("track_position", "track_z_sign", "track_lane"):
+                src.pop(key, None)
         head = {k: src.pop(k) for k in ("kind", "name", "protocol")}
         ordered.append({**head, **src})
     data["sources"] = ordered

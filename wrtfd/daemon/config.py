@@ -8,7 +8,8 @@ Where the environment matters (systemd):
 
 - ``$CONFIGURATION_DIRECTORY/wrtfd.toml`` is used when ``--config`` is not given;
 - a relative ``recorder.output_dir`` is taken relative to ``$STATE_DIRECTORY`` when set, else the
-  current directory; relative source ``definition`` paths are relative to the config file.
+  current directory; relative source ``definition`` and ``track`` paths are relative to the config
+  file.
 """
 
 from __future__ import annotations
@@ -86,6 +87,9 @@ def _check_ip(value: str) -> str:
 
 HostIP = Annotated[str, AfterValidator(_check_ip)]
 
+#: A channel name of a source (a top-level frame field).
+TrackField = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$")]
+
 
 class ChannelMapping(_Model):
     """Which of a protocol's frame fields are recorded, and under which channel names.
@@ -125,6 +129,16 @@ class _SourceBase(_Model):
     #: Restart backoff after a failure: doubles from ``restart_backoff_s`` up to the max.
     restart_backoff_s: PositiveSeconds = 0.5
     restart_backoff_max_s: PositiveSeconds = 30.0
+    #: Track file (format 2.0) of the circuit: the recorder adds lap channels from this source's
+    #: positions (``laps.lap_number``, ...) and the best lap to the session footer.
+    track: LoosePath | None = None
+    #: The two channels holding the track's x and z (ground plane), as recorded (after
+    #: ``mapping``); None: the protocol's own (Forza, F1, OutSim, Codemasters).
+    track_position: Annotated[tuple[TrackField, TrackField], Field(strict=False)] | None = None
+    #: -1 when the feed's second ground axis points the other way (LFS OutSim's y forward).
+    track_z_sign: Literal[1, -1] | None = None
+    #: Lane of the track file the lap distance is measured along.
+    track_lane: Annotated[int, Field(ge=0, le=255)] = 0
 
     @property
     def source_name(self) -> str:
@@ -135,6 +149,21 @@ class _SourceBase(_Model):
     def _backoff_order(self) -> _SourceBase:
         if self.restart_backoff_max_s < self.restart_backoff_s:
             raise ValueError("restart_backoff_max_s must be >= restart_backoff_s")
+        return self
+
+    @model_validator(mode="after")
+    def _track_keys(self) -> _SourceBase:
+        if self.track is None:
+            given = {
+                "track_position": self.track_position is not None,
+                "track_z_sign": self.track_z_sign is not None,
+                "track_lane": self.track_lane != 0,
+            }
+            for key, present in given.items():
+                if present:
+                    raise ValueError(f"{key} is set but `track` (the track file) is not")
+        elif self.track_position is not None and self.track_position[0] == self.track_position[1]:
+            raise ValueError("track_position: x and z must be two different channels")
         return self
 
 
@@ -266,6 +295,12 @@ class Config(_Model):
                     f"sources[{i}] and sources[{first}] are both named {name!r}; give each a `name`"
                 )
             seen[name] = i
+        tracked = [i for i, src in enumerate(self.sources) if src.track is not None]
+        if len(tracked) > 1:
+            raise ValueError(
+                f"sources[{tracked[1]}].track: only one source per recording can have a track"
+                f" (sources[{tracked[0]}] has one already)"
+            )
         bound: list[tuple[int, str, int]] = []
         for i, src in enumerate(self.sources):
             if isinstance(src, UdpSourceConfig) and src.port is not None:
@@ -298,6 +333,9 @@ class LoadedConfig(BaseModel):
 
     def definition_path(self, src: _SourceBase) -> Path | None:
         return None if src.definition is None else self.resolve(src.definition)
+
+    def track_path(self, src: _SourceBase) -> Path | None:
+        return None if src.track is None else self.resolve(src.track)
 
 
 def state_directory(env: Mapping[str, str]) -> Path | None:

@@ -3,15 +3,20 @@
 Everything that can fail because of the config happens here, before the daemon creates a
 directory, binds a socket or opens a file; failures are :class:`ConfigError` naming the file and
 the key (``FILE: sources[1].options: ...``), so ``wrtfd run`` exits 2 and leaves nothing behind.
+
+A source with a ``track`` also gets the lap-channel plug-in (:mod:`wrtfd.tracks.lapchannels`):
+the track file is loaded and validated, and the position channels are checked against what the
+source records (after ``mapping``), so a typo fails at start instead of as a per-frame error.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -29,7 +34,18 @@ from wrtfd.decoders.base import Sample
 from wrtfd.errors import ConfigError, WrtfdError
 from wrtfd.sources.base import SampleSink, Source
 
-__all__ = ["BuiltSource", "build_source", "check_buildable", "mapped_sink", "prepare", "resolve_option_paths"]
+if TYPE_CHECKING:
+    from wrtfd.tracks.lapchannels import LapChannels, PositionFields
+
+__all__ = [
+    "BuiltSource",
+    "build_lap_channels",
+    "build_source",
+    "check_buildable",
+    "mapped_sink",
+    "prepare",
+    "resolve_option_paths",
+]
 
 #: Decoder option keys that name files: relative values are taken from the config file's directory.
 PATH_OPTION_KEYS = frozenset({"dbc", "definition", "schema", "layout"})
@@ -44,6 +60,8 @@ class BuiltSource:
     definition: dict[str, Any]
     transform: SampleTransform | None
     address: str
+    #: The lap-channel plug-in (a ``LapChannels``) when the source has a ``track``.
+    laps: LapChannels | None = None
 
 
 def resolve_option_paths(options: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
@@ -178,7 +196,86 @@ def build_source(loaded: LoadedConfig, index: int, src: SourceConfig) -> BuiltSo
             source = _serial_source(src, decoder, where)
             address = f"serial {src.device} {src.baudrate} baud"
     definition, transform = apply_mapping(definition, src.mapping, f"{where}.mapping")
-    return BuiltSource(config=src, source=source, definition=definition, transform=transform, address=address)
+    laps = build_lap_channels(loaded, index, src, definition)
+    return BuiltSource(
+        config=src, source=source, definition=definition, transform=transform, address=address, laps=laps
+    )
+
+
+def _recorded_channels(definition: Mapping[str, Any], where: str) -> Any:
+    """The numpy dtype of the source's frame (its channels as recorded), for type checks."""
+    from wrtfd.format import Schema
+
+    return _call(where, "definition", Schema.from_dict, definition).frame_dtype
+
+
+def _position_fields(src: SourceConfig, definition: Mapping[str, Any], where: str) -> PositionFields:
+    """The plug-in's position fields: ``track_position`` or the protocol's defaults (renamed by
+    ``mapping`` like the channels themselves), each checked to be a recorded numeric channel."""
+    from wrtfd.tracks.lapchannels import POSITION_FIELDS, PositionFields
+
+    base = POSITION_FIELDS.get(src.protocol)
+    rename = src.mapping.rename
+    if src.track_position is not None:
+        x, z = src.track_position
+    elif base is not None:
+        x, z = rename.get(base.x, base.x), rename.get(base.z, base.z)
+    else:
+        raise ConfigError(
+            f"{where}.track_position: required with a track: protocol {src.protocol!r} has no known"
+            f" position channels (known for: {', '.join(sorted(POSITION_FIELDS))}); name the channels"
+            ' holding the track\'s x and z, e.g. track_position = ["pos_x", "pos_z"]'
+        )
+    dtype = _recorded_channels(definition, where)
+    channels = [n for n in dtype.names or () if n != "tick"]
+    for name in (x, z):
+        if name not in channels:
+            if src.track_position is None and src.mapping.include is not None:
+                raise ConfigError(
+                    f"{where}.mapping: the lap channels need the position channel {name!r}, which the"
+                    " mapping leaves out"
+                )
+            listed = ", ".join(channels[:20]) + (" ..." if len(channels) > 20 else "")
+            raise ConfigError(f"{where}.track_position: no channel {name!r}; channels are: {listed}")
+        if dtype[name].shape != () or dtype[name].kind not in "fiu":
+            raise ConfigError(
+                f"{where}.track_position: position channel {name!r} is not a number ({dtype[name]})"
+            )
+    active = None
+    if base is not None and base.active is not None:
+        candidate = rename.get(base.active, base.active)
+        active = candidate if candidate in channels else None  # without it: positions alone decide
+    z_sign = float(src.track_z_sign) if src.track_z_sign is not None else (base.z_sign if base else 1.0)
+    return PositionFields(x, z, z_sign, active)
+
+
+def build_lap_channels(
+    loaded: LoadedConfig, index: int, src: SourceConfig, definition: Mapping[str, Any]
+) -> LapChannels | None:
+    """The lap-channel plug-in for ``sources[index]`` (None without a ``track``).
+
+    ``definition`` is the source's definition after ``mapping`` (what the file records).
+    """
+    if src.track is None:
+        return None
+    from wrtfd.tracks import load_track, validate_track
+    from wrtfd.tracks.lapchannels import LapChannels
+
+    where = _where(loaded, index)
+    path = loaded.resolve(src.track)
+    track = _call(where, "track", load_track, path)  # its errors start with the path
+    findings = validate_track(track)
+    if findings:
+        more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+        raise ConfigError(
+            f"{where}.track: {path}: invalid track: {findings[0]}{more}; see `wrtfd track check {path}`"
+        )
+    if src.track_lane >= len(track.lanes):
+        raise ConfigError(f"{where}.track_lane: {path} has {len(track.lanes)} lane(s), numbered from 0")
+    position = _position_fields(src, definition, where)
+    return _call(
+        where, "track", LapChannels, track, source=src.source_name, position=position, lane=src.track_lane
+    )
 
 
 def mapped_sink(sink: SampleSink, transform: SampleTransform | None) -> SampleSink:
@@ -191,22 +288,49 @@ def mapped_sink(sink: SampleSink, transform: SampleTransform | None) -> SampleSi
     return mapped
 
 
-def check_buildable(loaded: LoadedConfig) -> None:
-    """What ``wrtfd config check`` adds to validation: every decoder, source and policy builds."""
-    from wrtfd.daemon.recorder_port import build_recorder
+def _monotonic_s() -> float:
+    return time.monotonic_ns() / 1e9
 
+
+def _recorder(
+    loaded: LoadedConfig, built: Sequence[BuiltSource], output_dir: Path, env: Mapping[str, str] | None = None
+) -> Any:
+    """The live recorder, with the lap-channel plug-in of the source that has a track.
+
+    ``recorder_port.build_recorder`` takes no plug-ins (yet), so its :class:`Recorder` is
+    replaced by one built from the same sources and policy plus ``derived``, before anything
+    touched disk, on the same clock the live driver gives its own (``time.monotonic_ns``).
+    The file metadata gets ``Track`` (the track's name) unless ``recorder.metadata`` sets it.
+    """
+    from wrtfd.daemon.recorder_port import build_recorder
+    from wrtfd.recorder import Recorder
+
+    live = build_recorder(loaded, built, output_dir, env)
+    derived = [b.laps for b in built if b.laps is not None]
+    if derived:
+        old = live.recorder
+        metadata = {} if "Track" in old.policy.metadata else {"Track": derived[0].track.name}
+        try:
+            live.recorder = Recorder(old.sources, old.policy, derived, metadata=metadata, clock=_monotonic_s)
+        except ConfigError as exc:
+            raise ConfigError(f"{loaded.origin}: {exc}") from None
+    return live
+
+
+def check_buildable(loaded: LoadedConfig) -> list[BuiltSource]:
+    """What ``wrtfd config check`` adds to validation: every decoder, source and policy builds."""
     built = [build_source(loaded, i, src) for i, src in enumerate(loaded.config.sources)]
-    build_recorder(loaded, built, loaded.output_dir())
+    _recorder(loaded, built, loaded.output_dir())
+    return built
 
 
 def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Any:
     """Build every part of the daemon; raises ConfigError before anything is created on disk."""
     from wrtfd.daemon.app import Daemon, SourceHandle
-    from wrtfd.daemon.recorder_port import build_recorder
 
     built = [build_source(loaded, i, src) for i, src in enumerate(loaded.config.sources)]
     output_dir = loaded.output_dir(env)
-    recorder = build_recorder(loaded, built, output_dir, env)
+    recorder = _recorder(loaded, built, output_dir, env)
     handles = [
         SourceHandle(
             config=b.config,
