@@ -121,7 +121,7 @@ def test_track_key_errors_name_the_key(extra: dict[str, Any], message: str) -> N
     assert message in error, error
 
 
-def test_only_one_source_can_have_a_track() -> None:
+def test_only_one_source_per_recording_group_can_have_a_track() -> None:
     error = _parse_error(
         [
             {"kind": "udp", "protocol": "forza", "port": 5300, "track": "a.trk"},
@@ -129,9 +129,22 @@ def test_only_one_source_can_have_a_track() -> None:
         ]
     )
     assert error == (
-        "t.toml: sources[1].track: only one source per recording can have a track"
-        " (sources[0] has one already)"
+        "t.toml: sources[1].track: only one source per recording group can have a track"
+        " (sources[0] in group 'main' has one already)"
     )
+
+
+def test_sources_in_different_groups_may_each_have_a_track() -> None:
+    config = parse_config(
+        {
+            "sources": [
+                {"kind": "udp", "protocol": "forza", "port": 5300, "track": "a.trk", "group": "forza"},
+                {"kind": "udp", "protocol": "f1", "port": 20777, "track": "b.trk", "group": "f1"},
+            ]
+        },
+        "t.toml",
+    )
+    assert [s.group_name for s in config.sources] == ["forza", "f1"]
 
 
 # --- start-time validation of the file and the position channels ---------------------------------
@@ -251,7 +264,7 @@ def test_prepare_gives_the_recorder_lap_channels_and_creates_nothing(tmp_path: P
     out = tmp_path / "rec"
     loaded = load_config(_config(tmp_path, FORZA + 'track = "oval.trk"\n', out))
     daemon = prepare(loaded, env={})
-    recorder = daemon.recorder.recorder
+    recorder = daemon.recorder.groups["main"].recorder
     assert [d.name for d in recorder.derived] == ["laps"]
     frame = recorder.schema.frame_dtype
     assert set(frame["laps"].names) >= {"lap_number", "lap_distance", "sector", "lap_time"}
@@ -267,13 +280,14 @@ def test_configured_track_metadata_wins(tmp_path: Path) -> None:
     text = FORZA + 'track = "oval.trk"\n\n[recorder]\nmetadata = { Track = "Home oval" }\n'
     path = tmp_path / "wrtfd.toml"
     path.write_text(text)
-    recorder = prepare(load_config(path), env={"STATE_DIRECTORY": str(tmp_path / "state")}).recorder.recorder
+    daemon = prepare(load_config(path), env={"STATE_DIRECTORY": str(tmp_path / "state")})
+    recorder = daemon.recorder.groups["main"].recorder
     assert recorder.sink.metadata["Track"] == "Home oval"
 
 
 def test_no_track_no_plugin(tmp_path: Path) -> None:
     loaded = load_config(_config(tmp_path, FORZA))
-    recorder = prepare(loaded, env={}).recorder.recorder
+    recorder = prepare(loaded, env={}).recorder.groups["main"].recorder
     assert recorder.derived == []
     assert "laps" not in (recorder.schema.frame_dtype.names or ())
 

@@ -35,6 +35,7 @@ from wrtfd.errors import ConfigError
 
 __all__ = [
     "CONFIG_FILE_NAME",
+    "DEFAULT_GROUP",
     "AssettoCorsaSourceConfig",
     "ChannelMapping",
     "Config",
@@ -67,6 +68,8 @@ MAX_REPORTED_ERRORS = 10
 
 #: Source names become channel prefixes ("forza.speed"), so they are identifiers.
 SOURCE_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
+#: The recording group of sources that name none.
+DEFAULT_GROUP = "main"
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 PositiveSeconds = Annotated[float, Field(gt=0, le=86400 * 7)]
@@ -139,11 +142,19 @@ class _SourceBase(_Model):
     track_z_sign: Literal[1, -1] | None = None
     #: Lane of the track file the lap distance is measured along.
     track_lane: Annotated[int, Field(ge=0, le=255)] = 0
+    #: Recording group: sources of one group share files, frames and ticks; each group records
+    #: its own files. Unset: the shared group ``main``. The built-in default gives every game
+    #: its own group, so the game that plays records a file with only its channels.
+    group: Annotated[str, Field(pattern=SOURCE_NAME_PATTERN)] | None = None
 
     @property
     def source_name(self) -> str:
         """The configured name, or the protocol's name when none is given."""
         return self.name or self.protocol
+
+    @property
+    def group_name(self) -> str:
+        return self.group or DEFAULT_GROUP
 
     @model_validator(mode="after")
     def _backoff_order(self) -> _SourceBase:
@@ -295,12 +306,16 @@ class Config(_Model):
                     f"sources[{i}] and sources[{first}] are both named {name!r}; give each a `name`"
                 )
             seen[name] = i
-        tracked = [i for i, src in enumerate(self.sources) if src.track is not None]
-        if len(tracked) > 1:
-            raise ValueError(
-                f"sources[{tracked[1]}].track: only one source per recording can have a track"
-                f" (sources[{tracked[0]}] has one already)"
-            )
+        tracked: dict[str, int] = {}
+        for i, src in enumerate(self.sources):
+            if src.track is None:
+                continue
+            if src.group_name in tracked:
+                raise ValueError(
+                    f"sources[{i}].track: only one source per recording group can have a track"
+                    f" (sources[{tracked[src.group_name]}] in group {src.group_name!r} has one already)"
+                )
+            tracked[src.group_name] = i
         bound: list[tuple[int, str, int]] = []
         for i, src in enumerate(self.sources):
             if isinstance(src, UdpSourceConfig) and src.port is not None:

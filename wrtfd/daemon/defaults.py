@@ -1,8 +1,9 @@
 """The built-in configuration: a sim rig that works out of the box.
 
 One UDP listener per game protocol on that game's usual port (from the decoder registry), on all
-interfaces because the game usually runs on another machine. Where two games share a port (F1
-and the Codemasters "extradata" format both use 20777) the one earlier in
+interfaces because the game usually runs on another machine, each in a recording group of its
+own (so a Forza session records a file of Forza channels only, named after Forza). Where two
+games share a port (F1 and the Codemasters "extradata" format both use 20777) the one earlier in
 :data:`PORT_PREFERENCE` gets it. Protocols where *we* must contact the game (Assetto Corsa's
 handshake) are not in the default: they need the game's address.
 
@@ -43,7 +44,10 @@ def default_config_data(protocols: Mapping[str, Any], env: Mapping[str, str]) ->
         if port in taken:
             continue
         taken.add(port)
-        sources.append({"kind": "udp", "name": name, "protocol": name, "host": "0.0.0.0", "port": port})
+        sources.append(
+            # One game plays at a time: each records its own files (its own recording group).
+            {"kind": "udp", "name": name, "protocol": name, "host": "0.0.0.0", "port": port, "group": name}
+        )
     state = state_directory(env)
     output_dir = str(state) if state is not None else "recordings"
     return {"sources": sources, "recorder": {"output_dir": output_dir}}

@@ -295,26 +295,36 @@ def _monotonic_s() -> float:
 def _recorder(
     loaded: LoadedConfig, built: Sequence[BuiltSource], output_dir: Path, env: Mapping[str, str] | None = None
 ) -> Any:
-    """The live recorder, with the lap-channel plug-in of the source that has a track.
+    """One live recorder per recording group, behind the single-recorder interface.
 
-    ``recorder_port.build_recorder`` takes no plug-ins (yet), so its :class:`Recorder` is
-    replaced by one built from the same sources and policy plus ``derived``, before anything
+    A group's recorder gets the lap-channel plug-in of its source with a track.
+    ``recorder_port.build_recorder`` takes no plug-ins (yet), so such a group's :class:`Recorder`
+    is replaced by one built from the same sources and policy plus ``derived``, before anything
     touched disk, on the same clock the live driver gives its own (``time.monotonic_ns``).
     The file metadata gets ``Track`` (the track's name) unless ``recorder.metadata`` sets it.
     """
     from wrtfd.daemon.recorder_port import build_recorder
     from wrtfd.recorder import Recorder
+    from wrtfd.recorder.groups import RecorderGroups
 
-    live = build_recorder(loaded, built, output_dir, env)
-    derived = [b.laps for b in built if b.laps is not None]
-    if derived:
-        old = live.recorder
-        metadata = {} if "Track" in old.policy.metadata else {"Track": derived[0].track.name}
-        try:
-            live.recorder = Recorder(old.sources, old.policy, derived, metadata=metadata, clock=_monotonic_s)
-        except ConfigError as exc:
-            raise ConfigError(f"{loaded.origin}: {exc}") from None
-    return live
+    members: dict[str, list[BuiltSource]] = {}
+    for b in built:
+        members.setdefault(b.config.group_name, []).append(b)
+    groups: dict[str, Any] = {}
+    for group, group_built in members.items():
+        live = build_recorder(loaded, group_built, output_dir, env)
+        derived = [b.laps for b in group_built if b.laps is not None]
+        if derived:
+            old = live.recorder
+            metadata = {} if "Track" in old.policy.metadata else {"Track": derived[0].track.name}
+            try:
+                live.recorder = Recorder(
+                    old.sources, old.policy, derived, metadata=metadata, clock=_monotonic_s
+                )
+            except ConfigError as exc:
+                raise ConfigError(f"{loaded.origin}: {exc}") from None
+        groups[group] = live
+    return RecorderGroups(groups, {b.source.name: b.config.group_name for b in built})
 
 
 def check_buildable(loaded: LoadedConfig) -> list[BuiltSource]:
