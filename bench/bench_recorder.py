@@ -37,11 +37,20 @@ T0_NS = 1_000_000_000_000
 def _definition(name: str) -> dict[str, object]:
     return {
         "version": "1.0",
-        "session": {"description": "d", "header": {"description": "h", "fields": [
-            {"name": "start_timestamp", "type": "uint64", "description": "t"}]}},
-        "frame": {"description": name, "fields": [
-            {"name": f"c{i:02d}", "type": "float32", "description": f"channel {i}"}
-            for i in range(CHANNELS)]},
+        "session": {
+            "description": "d",
+            "header": {
+                "description": "h",
+                "fields": [{"name": "start_timestamp", "type": "uint64", "description": "t"}],
+            },
+        },
+        "frame": {
+            "description": name,
+            "fields": [
+                {"name": f"c{i:02d}", "type": "float32", "description": f"channel {i}"}
+                for i in range(CHANNELS)
+            ],
+        },
     }
 
 
@@ -56,9 +65,19 @@ def main() -> int:
     rng = random.Random(1)
     pools = [[{c: float(j * 0.5 + i) for i, c in enumerate(chans)} for j in range(16)] for _ in names]
     tmp = Path(tempfile.mkdtemp(prefix="wrtfd-bench-"))
-    rec = Recorder(specs, RecorderPolicy(output_dir=tmp / "rec", rate_hz=RATE, jitter_s=0.02, bunch_s=0.005,
-                                         settle_s=0.05, session_idle_s=None),
-                   origin=(T0_NS, 1_700_000_000_000_000), flush_each_batch=True)
+    rec = Recorder(
+        specs,
+        RecorderPolicy(
+            output_dir=tmp / "rec",
+            rate_hz=RATE,
+            jitter_s=0.02,
+            bunch_s=0.005,
+            settle_s=0.05,
+            session_idle_s=None,
+        ),
+        origin=(T0_NS, 1_700_000_000_000_000),
+        flush_each_batch=True,
+    )
     period = 1_000_000_000 // RATE
     total_ticks = seconds * RATE
     chunk = 1000  # samples are built outside the timed region, one second at a time
@@ -132,16 +151,24 @@ def main() -> int:
         ("raw os.write of frame bytes", cpu_raw),
     ]
     out = sys.stdout
-    out.write(f"load: {RATE} Hz x {SOURCES * CHANNELS} float32 channels, {SOURCES} sources at {RATE} Hz, "
-              f"{seconds} s virtual; {samples_done} samples -> {n_frames} frames "
-              f"({frames.dtype.itemsize} B each, file {size / 1e6:.1f} MB)\n")
-    out.write(f"{'path':34} {'CPU s':>8} {'us/frame':>9} {'us/sample':>10} {'frames/s':>10} "
-              f"{'% core @1kHz':>13} {'x direct':>9}\n")
+    out.write(
+        f"load: {RATE} Hz x {SOURCES * CHANNELS} float32 channels, {SOURCES} sources at {RATE} Hz, "
+        f"{seconds} s virtual; {samples_done} samples -> {n_frames} frames "
+        f"({frames.dtype.itemsize} B each, file {size / 1e6:.1f} MB)\n"
+    )
+    out.write(
+        f"{'path':34} {'CPU s':>8} {'us/frame':>9} {'us/sample':>10} {'frames/s':>10} "
+        f"{'% core @1kHz':>13} {'x direct':>9}\n"
+    )
     for name, c in rows:
-        out.write(f"{name:34} {c:8.3f} {c / n_frames * 1e6:9.2f} {c / samples_done * 1e6:10.2f} "
-                  f"{n_frames / c:10.0f} {100 * c / seconds:12.1f}% {c / cpu_direct:9.1f}\n")
-    out.write(f"goal: whole path <= 10% of one core -> {'met' if 100 * cpu / seconds <= 10 else 'NOT met'} "
-              f"({100 * cpu / seconds:.1f}%)\n")
+        out.write(
+            f"{name:34} {c:8.3f} {c / n_frames * 1e6:9.2f} {c / samples_done * 1e6:10.2f} "
+            f"{n_frames / c:10.0f} {100 * c / seconds:12.1f}% {c / cpu_direct:9.1f}\n"
+        )
+    out.write(
+        f"goal: whole path <= 10% of one core -> {'met' if 100 * cpu / seconds <= 10 else 'NOT met'} "
+        f"({100 * cpu / seconds:.1f}%)\n"
+    )
     return 0
 
 

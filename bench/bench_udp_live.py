@@ -34,7 +34,7 @@ from wrtfd.decoders.base import Sample
 from wrtfd.decoders.f1 import F1Decoder
 from wrtfd.decoders.forza import ForzaDecoder
 from wrtfd.recorder import LiveRecorder, RecorderPolicy, SourceSpec
-from wrtfd.sources.udp import UdpSource
+from wrtfd.sources.udp import DEFAULT_READ_INTERVAL_S, UdpSource
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "udp"
@@ -133,24 +133,27 @@ def feed_streams(f1_addr: tuple[str, int], forza_addr: tuple[str, int]) -> list[
 
 
 async def feed_recorded(
-    duration_s: float, tmp: Path, *, record: bool, tick_s: float | None = None
+    duration_s: float, tmp: Path, *, record: bool, read_interval_s: float | None = None
 ) -> dict[str, Any]:
-    """The feed into two UdpSources, then a LiveRecorder (``record``) or a counting sink."""
+    """The feed into two UdpSources, then a LiveRecorder (``record``) or a counting sink.
+
+    ``read_interval_s``: the sources' batched reads (None: their default; 0: read on arrival).
+    """
     f1_dec, forza_dec = F1Decoder(), ForzaDecoder()
-    out_dir = tmp / f"rec-{record}-{tick_s}"
+    out_dir = tmp / f"rec-{record}-{read_interval_s}"
     out_dir.mkdir(exist_ok=True)
     policy = RecorderPolicy(output_dir=out_dir, rate_hz=60)
-    options = {} if tick_s is None else {"tick_s": tick_s}
     specs = [SourceSpec("f1", f1_dec.definition), SourceSpec("forza", forza_dec.definition)]
-    live = LiveRecorder(specs, policy, **options)
+    live = LiveRecorder(specs, policy)
+    interval = DEFAULT_READ_INTERVAL_S if read_interval_s is None else read_interval_s
     counted = [0]
 
     def count(_sample: Sample) -> None:
         counted[0] += 1
 
     sink = live.sink if record else count
-    f1_src = UdpSource("f1", f1_dec, host="127.0.0.1", port=0)
-    forza_src = UdpSource("forza", forza_dec, host="127.0.0.1", port=0)
+    f1_src = UdpSource("f1", f1_dec, host="127.0.0.1", port=0, read_interval_s=interval)
+    forza_src = UdpSource("forza", forza_dec, host="127.0.0.1", port=0, read_interval_s=interval)
     async with anyio.create_task_group() as tg:
         if record:
             await tg.start(live.run)
@@ -215,7 +218,10 @@ async def run(quick: bool) -> None:
         rows = [
             ("UdpSource x2 -> counting sink", await feed_recorded(feed_s, tmp, record=False)),
             ("UdpSource x2 + LiveRecorder -> WRTF", await feed_recorded(feed_s, tmp, record=True)),
-            ("  same, LiveRecorder(tick_s=0.05)", await feed_recorded(feed_s, tmp, record=True, tick_s=0.05)),
+            (
+                "  same, UdpSource(read_interval_s=0)",
+                await feed_recorded(feed_s, tmp, record=True, read_interval_s=0.0),
+            ),
         ]
         print(f"{'pipeline':<40} {'sent':>6} {'received':>9} {'drops':>6} {'cpu %':>6} {'ratio':>6}")
         print(f"{'baseline: asyncio protocol, count only':<40} {base['sent']:>6} {base['received']:>9} "

@@ -15,30 +15,48 @@ PERIOD_60_NS = 1e9 / 60
 
 
 def _session() -> dict[str, Any]:
-    return {"description": "d", "header": {"description": "h", "fields": [
-        {"name": "start_timestamp", "type": "uint64", "description": "t"}]}}
+    return {
+        "description": "d",
+        "header": {
+            "description": "h",
+            "fields": [{"name": "start_timestamp", "type": "uint64", "description": "t"}],
+        },
+    }
 
 
 GAME_DEF: dict[str, Any] = {
     "version": "1.0",
     "session": _session(),
-    "frame": {"description": "game", "fields": [
-        {"name": "speed", "type": "float32", "unit": "m/s", "description": "speed"},
-        {"name": "gear", "type": "int8", "description": "gear"},
-        {"name": "n", "type": "uint32", "description": "sample index"},
-    ]},
+    "frame": {
+        "description": "game",
+        "fields": [
+            {"name": "speed", "type": "float32", "unit": "m/s", "description": "speed"},
+            {"name": "gear", "type": "int8", "description": "gear"},
+            {"name": "n", "type": "uint32", "description": "sample index"},
+        ],
+    },
 }
 
 GPS_DEF: dict[str, Any] = {
     "version": "1.0",
-    "types": {"fix_mode": {"type": "enum", "description": "fix", "values": [
-        {"name": "none", "value": 0, "description": "no fix"},
-        {"name": "fix_3d", "value": 3, "description": "3D"}]}},
+    "types": {
+        "fix_mode": {
+            "type": "enum",
+            "description": "fix",
+            "values": [
+                {"name": "none", "value": 0, "description": "no fix"},
+                {"name": "fix_3d", "value": 3, "description": "3D"},
+            ],
+        }
+    },
     "session": _session(),
-    "frame": {"description": "gps", "fields": [
-        {"name": "lat_deg", "type": "float64", "description": "lat"},
-        {"name": "fix", "type": "fix_mode", "description": "fix mode"},
-    ]},
+    "frame": {
+        "description": "gps",
+        "fields": [
+            {"name": "lat_deg", "type": "float64", "description": "lat"},
+            {"name": "fix", "type": "fix_mode", "description": "fix mode"},
+        ],
+    },
 }
 
 
@@ -62,8 +80,15 @@ def game_stream(
         new = new_session_at is not None and i == new_session_at
         if new:
             info = {"track": new_track, "car": "A8 LMS", "session_type": "race"}
-        out.append(Sample("game", rx, {"speed": float(i % 300), "gear": i % 7, "n": i},
-                          new_session=new, session_info=info))
+        out.append(
+            Sample(
+                "game",
+                rx,
+                {"speed": float(i % 300), "gear": i % 7, "n": i},
+                new_session=new,
+                session_info=info,
+            )
+        )
     return out
 
 

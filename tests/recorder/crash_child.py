@@ -19,12 +19,21 @@ from wrtfd.recorder import LiveRecorder, Recorder, RecorderPolicy, SourceSpec
 RATE = 100
 DEFINITION = {
     "version": "1.0",
-    "session": {"description": "d", "header": {"description": "h", "fields": [
-        {"name": "start_timestamp", "type": "uint64", "description": "t"}]}},
-    "frame": {"description": "f", "fields": [
-        {"name": "n", "type": "uint32", "description": "sample index"},
-        {"name": "half", "type": "float64", "description": "n / 2 (a checkable payload)"},
-        {"name": "v", "type": "float32", "dimensions": 16, "description": "payload"}]},
+    "session": {
+        "description": "d",
+        "header": {
+            "description": "h",
+            "fields": [{"name": "start_timestamp", "type": "uint64", "description": "t"}],
+        },
+    },
+    "frame": {
+        "description": "f",
+        "fields": [
+            {"name": "n", "type": "uint32", "description": "sample index"},
+            {"name": "half", "type": "float64", "description": "n / 2 (a checkable payload)"},
+            {"name": "v", "type": "float32", "dimensions": 16, "description": "payload"},
+        ],
+    },
 }
 POLICY = dict(rate_hz=RATE, fsync_interval_s=0.25, batch_s=0.05, jitter_s=0.05, bunch_s=0.03, settle_s=0.1)
 
@@ -40,9 +49,11 @@ def _on_batch(rec: Recorder, synced: bool) -> None:
 
 
 async def main(out: Path) -> None:
-    live = LiveRecorder([SourceSpec("src", DEFINITION, use_source_clock=False)],
-                        RecorderPolicy(output_dir=out, **POLICY),  # type: ignore[arg-type]
-                        on_batch=_on_batch)
+    live = LiveRecorder(
+        [SourceSpec("src", DEFINITION, use_source_clock=False)],
+        RecorderPolicy(output_dir=out, **POLICY),  # type: ignore[arg-type]
+        on_batch=_on_batch,
+    )
     async with anyio.create_task_group() as tg:
         await tg.start(live.run)
         _say("ready")

@@ -18,9 +18,10 @@ from wrtfd.format import Reader, validate_file
 CHILD = Path(__file__).with_name("crash_child.py")
 REPO = Path(__file__).resolve().parents[2]
 RATE = 100
-# live.py's documented bound for a crash of the process: jitter_s + 1/rate + tick_s + batch_s
-# (+ settle_s at the start of a session), with the child's policy (crash_child.POLICY)
-CRASH_BOUND_S = 0.05 + 1 / RATE + 0.005 + 0.05 + 0.1
+# live.py's documented bound for a crash of the process: jitter_s + 1/rate + max(tick_s, close_s)
+# + batch_s (+ settle_s at the start of a session), with the child's policy (crash_child.POLICY)
+# and LiveRecorder's defaults tick_s = 0.05, close_s = 0.1.
+CRASH_BOUND_S = 0.05 + 1 / RATE + max(0.05, 0.1) + 0.05 + 0.1
 POWER_CUT_BOUND_S = CRASH_BOUND_S + 0.25  # + fsync_interval_s
 
 
@@ -43,16 +44,27 @@ def _trial(tmp: Path, rng: random.Random) -> dict[str, float]:
         return {"synced": 0, "recovered": 0, "loss_s": (produced + 1) / RATE}
     (path,) = files
     with Reader(path) as r:  # the scanning reader (N11) reads what the crash left
-        n = np.concatenate([np.array(r.frames(i)["src"]["n"]) for i in range(len(r.sessions))]) \
-            if r.sessions else np.zeros(0, np.uint32)
-        halves = np.concatenate([np.array(r.frames(i)["src"]["half"]) for i in range(len(r.sessions))]) \
-            if r.sessions else np.zeros(0)
+        n = (
+            np.concatenate([np.array(r.frames(i)["src"]["n"]) for i in range(len(r.sessions))])
+            if r.sessions
+            else np.zeros(0, np.uint32)
+        )
+        halves = (
+            np.concatenate([np.array(r.frames(i)["src"]["half"]) for i in range(len(r.sessions))])
+            if r.sessions
+            else np.zeros(0)
+        )
     assert len(n) >= synced, f"lost fsynced frames: {len(n)} < {synced}"
     assert np.all(np.diff(n.astype(np.int64)) >= 1), "frames out of order"
     assert np.array_equal(halves, n / 2), "a recovered frame has wrong contents"
     # the real command line, as a user would run it after the crash
-    res = subprocess.run([sys.executable, "-m", "wrtfd", "repair", str(path)], env=env, capture_output=True,
-                         text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-m", "wrtfd", "repair", str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     assert validate_file(path) == []
     with Reader(path) as r:
@@ -68,10 +80,12 @@ def test_kill_9_at_random_moments_loses_nothing_fsynced(tmp_path: Path) -> None:
     for k in range(20):
         results.append(_trial(tmp_path / f"t{k}", rng))
     worst = max(r["loss_s"] for r in results)
-    print(f"\ncrash test: 20 trials, worst loss {worst * 1000:.0f} ms of newest data "
-          f"(documented bound: crash {CRASH_BOUND_S * 1000:.0f} ms, "
-          f"power cut {POWER_CUT_BOUND_S * 1000:.0f} ms); "
-          f"frames recovered per trial: {[int(r['recovered']) for r in results]}")
+    print(
+        f"\ncrash test: 20 trials, worst loss {worst * 1000:.0f} ms of newest data "
+        f"(documented bound: crash {CRASH_BOUND_S * 1000:.0f} ms, "
+        f"power cut {POWER_CUT_BOUND_S * 1000:.0f} ms); "
+        f"frames recovered per trial: {[int(r['recovered']) for r in results]}"
+    )
     assert sum(1 for r in results if r["recovered"] > 0) >= 15
     # a process crash keeps what was write()n: the loss stays within the power-cut bound
     assert worst <= POWER_CUT_BOUND_S

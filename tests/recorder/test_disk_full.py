@@ -17,11 +17,20 @@ from wrtfd.recorder import Recorder, RecorderPolicy, SourceSpec
 
 WIDE_DEF = {
     "version": "1.0",
-    "session": {"description": "d", "header": {"description": "h", "fields": [
-        {"name": "start_timestamp", "type": "uint64", "description": "t"}]}},
-    "frame": {"description": "f", "fields": [
-        {"name": "n", "type": "uint32", "description": "sample index"},
-        {"name": "v", "type": "float32", "dimensions": 64, "description": "a wide channel"}]},
+    "session": {
+        "description": "d",
+        "header": {
+            "description": "h",
+            "fields": [{"name": "start_timestamp", "type": "uint64", "description": "t"}],
+        },
+    },
+    "frame": {
+        "description": "f",
+        "fields": [
+            {"name": "n", "type": "uint32", "description": "sample index"},
+            {"name": "v", "type": "float32", "dimensions": 64, "description": "a wide channel"},
+        ],
+    },
 }
 
 
@@ -52,8 +61,11 @@ def test_disk_full_closes_cleanly_reports_the_path_and_resumes_when_space_return
     filler = tiny_fs / "filler"
     free = os.statvfs(tiny_fs).f_bavail * os.statvfs(tiny_fs).f_frsize
     filler.write_bytes(b"\0" * (free - 96 * 1024))  # leave about 96 KiB: ~330 frames of 272 bytes
-    rec = Recorder([SourceSpec("wide", WIDE_DEF, use_source_clock=False)],
-                   RecorderPolicy(output_dir=out, retry_s=0.5, retry_max_s=2.0), origin=(T0_NS, START_US))
+    rec = Recorder(
+        [SourceSpec("wide", WIDE_DEF, use_source_clock=False)],
+        RecorderPolicy(output_dir=out, retry_s=0.5, retry_max_s=2.0),
+        origin=(T0_NS, START_US),
+    )
     _feed(rec, 0, 900)  # 15 s of data: the disk fills after ~5 s
     st = rec.sink.state()
     assert st.failing and st.errors >= 1 and st.frames_lost > 0

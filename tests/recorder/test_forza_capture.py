@@ -35,8 +35,9 @@ def _samples(shared_data: Path, jitter_ns: int) -> list[Sample]:
 
 
 @pytest.mark.parametrize("jitter_ms", [0, 12])
-def test_forza_capture_records_every_tick_the_game_clock_says(shared_data: Path, tmp_path: Path,
-                                                               jitter_ms: int) -> None:
+def test_forza_capture_records_every_tick_the_game_clock_says(
+    shared_data: Path, tmp_path: Path, jitter_ms: int
+) -> None:
     samples = _samples(shared_data, jitter_ms * 1_000_000)
     spec = SourceSpec("forza", yaml.safe_load(SCHEMA.read_text()))
     (path,) = replay(samples, [spec], RecorderPolicy(output_dir=tmp_path), start_timestamp_us=START_US)

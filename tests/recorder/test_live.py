@@ -25,8 +25,14 @@ async def _feed(live: LiveRecorder, n: int, *, request_at: int | None = None) ->
     """A 60 Hz source on the real clock (sleeps are the source's pacing, not test logic)."""
     t0 = time.monotonic()
     for i in range(n):
-        live.sink(Sample("game", time.monotonic_ns(), {"speed": float(i), "gear": 1, "n": i},
-                         session_info={"track": "Monza"} if i == 0 else None))
+        live.sink(
+            Sample(
+                "game",
+                time.monotonic_ns(),
+                {"speed": float(i), "gear": 1, "n": i},
+                session_info={"track": "Monza"} if i == 0 else None,
+            )
+        )
         if request_at == i:
             live.request_new_session()
         await anyio.sleep(max(0.0, t0 + (i + 1) / 60 - time.monotonic()))
@@ -50,8 +56,18 @@ async def test_live_recording_stop_finalizes_the_file(out_dir: Path) -> None:
     assert frames >= 85  # an event-loop hiccup may merge two samples into one tick, never reorder
     snap = live.stats_snapshot()
     assert snap["state"] == "stopped" and snap["frames_written"] == frames and snap["file"] is None
-    for key in ("frames", "dropped_ticks", "bytes_written", "sessions", "files", "intake_dropped",
-                "fsync_lag_s", "frame_rate_hz", "error", "per_source"):
+    for key in (
+        "frames",
+        "dropped_ticks",
+        "bytes_written",
+        "sessions",
+        "files",
+        "intake_dropped",
+        "fsync_lag_s",
+        "frame_rate_hz",
+        "error",
+        "per_source",
+    ):
         assert key in snap
 
 
@@ -109,3 +125,18 @@ async def test_a_fatal_error_in_a_source_still_closes_the_file(out_dir: Path) ->
     with Reader(path) as r:
         assert r.complete
         assert int(r.frames(len(r.sessions) - 1)["game"]["n"][-1]) == 39
+
+
+async def test_an_idle_recorder_sleeps_and_steps_only_for_samples(out_dir: Path) -> None:
+    """No timer turns the engine while nothing arrives; samples wake it, and all of them land."""
+    live = LiveRecorder([GAME], _policy(out_dir), idle_check_s=30.0)
+    async with anyio.create_task_group() as tg:
+        await tg.start(live.run)
+        await anyio.sleep(0.3)  # idle: nothing to record (test pacing, not logic)
+        assert live.progress == 0 and live.recorder.paths == []
+        await _feed(live, 30)
+        assert live.progress > 0
+        await live.stop()
+    (path,) = live.recorder.paths
+    with Reader(path) as r:
+        assert [int(x) for x in r.frames(0)["game"]["n"]][-1] == 29

@@ -28,8 +28,10 @@ GPS = SourceSpec("gps", GPS_DEF, drives_frames=False, stale_after_s=1.0)
 
 
 def _gps(n_game_ticks: int) -> list[Sample]:
-    return [Sample("gps", T0_NS + round(k * PERIOD_60_NS) + 2_000_000, {"lat_deg": 45.0 + k, "fix": 3})
-            for k in range(0, n_game_ticks, 6)]
+    return [
+        Sample("gps", T0_NS + round(k * PERIOD_60_NS) + 2_000_000, {"lat_deg": 45.0 + k, "fix": 3})
+        for k in range(0, n_game_ticks, 6)
+    ]
 
 
 def _all_frames(paths: list[Path]) -> list[np.ndarray]:
@@ -45,8 +47,13 @@ def test_replay_writes_a_valid_self_describing_file_and_is_deterministic(tmp_pat
     runs = []
     for k in range(2):
         d = tmp_path / f"run{k}"
-        paths = replay(samples, [GAME, GPS], RecorderPolicy(output_dir=d), start_timestamp_us=START_US,
-                       metadata={"Driver": "Test"})
+        paths = replay(
+            samples,
+            [GAME, GPS],
+            RecorderPolicy(output_dir=d),
+            start_timestamp_us=START_US,
+            metadata={"Driver": "Test"},
+        )
         assert len(paths) == 1 and paths[0].parent == d
         runs.append(paths[0])
     assert runs[0].read_bytes() == runs[1].read_bytes()
@@ -76,8 +83,12 @@ def test_replay_writes_a_valid_self_describing_file_and_is_deterministic(tmp_pat
 def test_idle_gap_and_session_id_change_give_sessions_with_their_own_headers(out_dir: Path) -> None:
     first = game_stream(600, new_session_at=300)  # the game says: new session at sample 300
     second = game_stream(120, start=600 + 60 * 20, track="Imola")  # 20 s of silence (idle: 5 s)
-    paths = replay(first + second, [GAME], RecorderPolicy(output_dir=out_dir, session_idle_s=5.0),
-                   start_timestamp_us=START_US)
+    paths = replay(
+        first + second,
+        [GAME],
+        RecorderPolicy(output_dir=out_dir, session_idle_s=5.0),
+        start_timestamp_us=START_US,
+    )
     (path,) = paths
     with Reader(path) as r:
         assert [s.frame_count for s in r.sessions] == [300, 300, 120]
@@ -99,8 +110,12 @@ def test_idle_gap_and_session_id_change_give_sessions_with_their_own_headers(out
 @pytest.mark.parametrize("rotate_bytes", [8192, 20_000])
 def test_rotation_by_size_keeps_every_frame_and_exact_times(out_dir: Path, rotate_bytes: int) -> None:
     samples = game_stream(3000, jitter_ns=3_000_000)
-    paths = replay(samples, [GAME], RecorderPolicy(output_dir=out_dir, rotate_bytes=rotate_bytes),
-                   start_timestamp_us=START_US)
+    paths = replay(
+        samples,
+        [GAME],
+        RecorderPolicy(output_dir=out_dir, rotate_bytes=rotate_bytes),
+        start_timestamp_us=START_US,
+    )
     assert len(paths) > 3
     times: list[np.ndarray] = []
     values: list[np.ndarray] = []
@@ -124,13 +139,29 @@ def test_rotation_by_session_count_and_duration(out_dir: Path) -> None:
     policy = RecorderPolicy(output_dir=out_dir, rotate_sessions=1)
     paths = replay(samples, [GAME], policy, start_timestamp_us=START_US)
     assert len(paths) == 3
-    paths2 = replay(game_stream(1200), [GAME], RecorderPolicy(output_dir=out_dir / "d", rotate_s=5.0),
-                    start_timestamp_us=START_US)
+    paths2 = replay(
+        game_stream(1200),
+        [GAME],
+        RecorderPolicy(output_dir=out_dir / "d", rotate_s=5.0),
+        start_timestamp_us=START_US,
+    )
     assert [sum(len(f) for f in _all_frames([p])) for p in paths2] == [300, 300, 300, 300]
 
 
-HOSTILE = ["../../etc/passwd", "Spa/Francorchamps", "..", "a\x00b\x1b[31mred", "C:\\Windows\\x", "x" * 500,
-           "Nürburgring Nordschleife", "", "  ", "$(rm -rf ~)", "名古屋サーキット" * 10, "bad\ud800surrogate"]
+HOSTILE = [
+    "../../etc/passwd",
+    "Spa/Francorchamps",
+    "..",
+    "a\x00b\x1b[31mred",
+    "C:\\Windows\\x",
+    "x" * 500,
+    "Nürburgring Nordschleife",
+    "",
+    "  ",
+    "$(rm -rf ~)",
+    "名古屋サーキット" * 10,
+    "bad\ud800surrogate",
+]
 
 
 @pytest.mark.parametrize("track", HOSTILE)
@@ -153,8 +184,11 @@ def test_sanitized_components_never_escape_the_directory(value: str) -> None:
     assert part and "/" not in part and "\\" not in part and ".." not in part
     assert all(ch.isprintable() and not ch.isspace() for ch in part)
     assert len(part.encode()) <= 48
-    name = render_name("{date}_{source}_{track}_{car}.wrtf", start_us=START_US,
-                       fields={"source": value, "track": value, "car": value})
+    name = render_name(
+        "{date}_{source}_{track}_{car}.wrtf",
+        start_us=START_US,
+        fields={"source": value, "track": value, "car": value},
+    )
     assert name.endswith(".wrtf") and len(name.encode()) <= 205 and "/" not in name and ".." not in name
 
 
@@ -184,9 +218,12 @@ class LapCounter:
     name = "laps"
 
     def __init__(self) -> None:
-        self.definition: dict[str, Any] = {"fields": [
-            {"name": "frame_no", "type": "uint32", "description": "frames so far"},
-            {"name": "time_s", "type": "float64", "description": "session time"}]}
+        self.definition: dict[str, Any] = {
+            "fields": [
+                {"name": "frame_no", "type": "uint32", "description": "frames so far"},
+                {"name": "time_s", "type": "float64", "description": "session time"},
+            ]
+        }
         self.footer_fields = {"top_speed": "float32", "frames_seen": "uint32"}
         self.n = 0
         self.top = 0.0
@@ -210,8 +247,9 @@ class LapCounter:
 def test_derived_channels_plug_in_writes_fields_and_footer_summary(out_dir: Path) -> None:
     plug = LapCounter()
     samples = game_stream(400, new_session_at=250)
-    (path,) = replay(samples, [GAME], RecorderPolicy(output_dir=out_dir), start_timestamp_us=START_US,
-                     derived=[plug])
+    (path,) = replay(
+        samples, [GAME], RecorderPolicy(output_dir=out_dir), start_timestamp_us=START_US, derived=[plug]
+    )
     assert plug.sessions == 2
     with Reader(path) as r:
         f0, f1 = r.frames(0), r.frames(1)

@@ -82,14 +82,26 @@ def game_samples(times_ns: Sequence[int], source: str = "g") -> list[Sample]:
     return [Sample(source, t, {"x": float(i), "n": i}) for i, t in enumerate(times_ns)]
 
 
-def jittered(indices: Iterable[int], *, jitter_ns: float, seed: int, phase_ns: float = 0.0,
-             period_ns: float = PERIOD_60_NS) -> list[int]:
+def jittered(
+    indices: Iterable[int],
+    *,
+    jitter_ns: float,
+    seed: int,
+    phase_ns: float = 0.0,
+    period_ns: float = PERIOD_60_NS,
+) -> list[int]:
     rng = random.Random(seed)
     return [round(T0_NS + phase_ns + n * period_ns + rng.uniform(-jitter_ns, jitter_ns)) for n in indices]
 
 
-def windows_bunched(indices: Iterable[int], *, jitter_ns: float, seed: int, phase_ns: float = 0.0,
-                    period_ns: float = PERIOD_60_NS) -> list[int]:
+def windows_bunched(
+    indices: Iterable[int],
+    *,
+    jitter_ns: float,
+    seed: int,
+    phase_ns: float = 0.0,
+    period_ns: float = PERIOD_60_NS,
+) -> list[int]:
     """Sent every period (+- jitter), timestamped by a receiver whose clock ticks every 15.625 ms."""
     rng = random.Random(seed)
     out = []

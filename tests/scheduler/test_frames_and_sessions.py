@@ -25,11 +25,18 @@ def _multi_rate_samples() -> tuple[list[Sample], np.ndarray, np.ndarray]:
     gps_src = np.array([j * 100_000_000 + 3_000_000 for j in range(100)], dtype=np.int64)
     can_src = np.array([i * 10_000_000 + 1_000_000 for i in range(1000)], dtype=np.int64)
     for j, s in enumerate(gps_src):
-        samples.append(Sample("gps", T0_NS + int(s) + 2_000_000, {"lat": 45.0 + j, "n": j},
-                              source_time_ns=int(s) + 77_000_000_000))
+        samples.append(
+            Sample(
+                "gps",
+                T0_NS + int(s) + 2_000_000,
+                {"lat": 45.0 + j, "n": j},
+                source_time_ns=int(s) + 77_000_000_000,
+            )
+        )
     for i, s in enumerate(can_src):
-        samples.append(Sample("can", T0_NS + int(s) + 2_000_000, {"rpm": float(1000 + i), "n": i},
-                              source_time_ns=int(s)))
+        samples.append(
+            Sample("can", T0_NS + int(s) + 2_000_000, {"rpm": float(1000 + i), "n": i}, source_time_ns=int(s))
+        )
     samples.sort(key=lambda s: s.rx_ns)
     return samples, gps_src + T0_NS + 2_000_000, can_src + T0_NS + 2_000_000
 
@@ -37,8 +44,11 @@ def _multi_rate_samples() -> tuple[list[Sample], np.ndarray, np.ndarray]:
 def test_three_sources_at_different_rates_are_combined_into_one_frame() -> None:
     dt = dtype_for(THREE)
     samples, gps_v, can_v = _multi_rate_samples()
-    plans = [SourcePlan("game", use_source_clock=False), SourcePlan("gps", drives_frames=False),
-             SourcePlan("can", drives_frames=False)]
+    plans = [
+        SourcePlan("game", use_source_clock=False),
+        SourcePlan("gps", drives_frames=False),
+        SourcePlan("can", drives_frames=False),
+    ]
     run = drive(samples, plans, dt)
     f = run.frames
     assert len(f) == 600 and run.ends[0].dropped_ticks == 0
@@ -60,8 +70,11 @@ def test_three_sources_at_different_rates_are_combined_into_one_frame() -> None:
 
 def test_same_input_gives_the_same_frames() -> None:
     dt = dtype_for(THREE)
-    plans = [SourcePlan("game", use_source_clock=False), SourcePlan("gps", drives_frames=False),
-             SourcePlan("can", drives_frames=False)]
+    plans = [
+        SourcePlan("game", use_source_clock=False),
+        SourcePlan("gps", drives_frames=False),
+        SourcePlan("can", drives_frames=False),
+    ]
     a = drive(_multi_rate_samples()[0], plans, dt)
     b = drive(_multi_rate_samples()[0], plans, dt)
     assert a.frames.tobytes() == b.frames.tobytes()
@@ -90,8 +103,10 @@ def test_late_sample_is_counted_and_never_rewrites_a_written_frame() -> None:
 def test_several_samples_in_one_tick_last_wins_by_default(merge: str, expected_first: int) -> None:
     # two samples per 60 Hz tick by the source's own clock (at +2 ms and +6 ms)
     src = [round((k // 2) * PERIOD_60_NS) + (2_000_000 if k % 2 == 0 else 6_000_000) for k in range(240)]
-    samples = [Sample("g", T0_NS + s + 1_000_000, {"x": float(k), "n": k}, source_time_ns=s)
-               for k, s in enumerate(src)]
+    samples = [
+        Sample("g", T0_NS + s + 1_000_000, {"x": float(k), "n": k}, source_time_ns=s)
+        for k, s in enumerate(src)
+    ]
     run = drive(samples, [SourcePlan("g")], GAME_ONLY, merge=merge)
     assert len(run.frames) == 120
     assert np.array_equal(run.frames["g"]["n"], np.arange(120) * 2 + expected_first)
@@ -102,11 +117,15 @@ def test_a_stale_source_turns_nan_and_flags_until_it_delivers_again() -> None:
     dt = dtype_for({"game": GAME, "gps": [("lat", "<f8"), ("sats", "<u1")]})
     samples = [Sample("game", T0_NS + round(n * PERIOD_60_NS), {"x": float(n), "n": n}) for n in range(360)]
     gps_times = [*range(0, 120, 6), *range(240, 360, 6)]  # 10 Hz, silent from tick 120 to 240
-    samples += [Sample("gps", T0_NS + round(k * PERIOD_60_NS) + 1_000_000, {"lat": 45.0 + k, "sats": 9})
-                for k in gps_times]
+    samples += [
+        Sample("gps", T0_NS + round(k * PERIOD_60_NS) + 1_000_000, {"lat": 45.0 + k, "sats": 9})
+        for k in gps_times
+    ]
     samples.sort(key=lambda s: s.rx_ns)
-    plans = [SourcePlan("game", use_source_clock=False),
-             SourcePlan("gps", drives_frames=False, stale_after_s=0.5, use_source_clock=False)]
+    plans = [
+        SourcePlan("game", use_source_clock=False),
+        SourcePlan("gps", drives_frames=False, stale_after_s=0.5, use_source_clock=False),
+    ]
     f = drive(samples, plans, dt).frames
     ticks = f["tick"].astype(np.int64)
     lat, stale = f["gps"]["lat"], f["stale"]["gps"]
@@ -132,8 +151,11 @@ def test_channels_marked_stale_by_the_source_are_nan() -> None:
 
 def test_source_never_heard_from_is_nan_and_stale() -> None:
     dt = dtype_for({"g": GAME, "gps": [("lat", "<f8")]})
-    f = drive(game_samples(jittered(range(30), jitter_ns=0, seed=1)),
-              [*ARRIVAL, SourcePlan("gps", drives_frames=False)], dt).frames
+    f = drive(
+        game_samples(jittered(range(30), jitter_ns=0, seed=1)),
+        [*ARRIVAL, SourcePlan("gps", drives_frames=False)],
+        dt,
+    ).frames
     assert np.all(np.isnan(f["gps"]["lat"])) and f["stale"]["gps"].all() and not f["stale"]["g"].any()
 
 
@@ -166,10 +188,13 @@ def test_idle_gap_ends_the_session_and_ticks_restart_at_zero() -> None:
 
 def test_a_new_session_signal_splits_at_its_tick_and_carries_the_new_info() -> None:
     times = jittered(range(600), jitter_ns=3e6, seed=4)
-    samples = [Sample("g", t, {"x": float(n), "n": n}, session_info={"track": "Monza"} if n == 0 else None)
-               for n, t in enumerate(times)]
-    samples[400] = Sample("g", times[400], {"x": 400.0, "n": 400}, new_session=True,
-                          session_info={"track": "Spa"})
+    samples = [
+        Sample("g", t, {"x": float(n), "n": n}, session_info={"track": "Monza"} if n == 0 else None)
+        for n, t in enumerate(times)
+    ]
+    samples[400] = Sample(
+        "g", times[400], {"x": 400.0, "n": 400}, new_session=True, session_info={"track": "Spa"}
+    )
     run = drive(samples, ARRIVAL, GAME_ONLY)
     assert [e.reason for e in run.ends] == ["new_session", "end"]
     assert [e.frames for e in run.ends] == [400, 200]

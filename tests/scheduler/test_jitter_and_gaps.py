@@ -131,8 +131,10 @@ def test_source_clock_makes_arrival_jitter_irrelevant(jitter_ms: float) -> None:
     src_ns = [round(i * 1e9 / 60 / 1e6) * 1_000_000 for i in range(n)]  # TimestampMS steps of 16/17 ms
     rx = jittered(range(n), jitter_ns=jitter_ms * 1e6, seed=11)
     rx = list(np.maximum.accumulate(np.array(rx) + 20_000_000))  # always after sending, in order
-    samples = [Sample("g", int(r), {"x": float(i), "n": i}, source_time_ns=s)
-               for i, (r, s) in enumerate(zip(rx, src_ns, strict=True))]
+    samples = [
+        Sample("g", int(r), {"x": float(i), "n": i}, source_time_ns=s)
+        for i, (r, s) in enumerate(zip(rx, src_ns, strict=True))
+    ]
     run = drive(samples, [SourcePlan("g")], DT)
     assert np.array_equal(run.frames["tick"].astype(np.int64), np.arange(n))
     assert run.ends[0].dropped_ticks == 0
@@ -148,8 +150,14 @@ def test_source_clock_gap_gives_its_exact_ticks_and_a_reset_reanchors() -> None:
     # then the game clock restarts from 0 (a new run), still arriving on time
     base = samples[-1].rx_ns + round(PERIOD_60_NS)
     for j in range(120):
-        samples.append(Sample("g", base + round(j * PERIOD_60_NS), {"x": 0.0, "n": 1000 + j},
-                              source_time_ns=round(j * PERIOD_60_NS)))
+        samples.append(
+            Sample(
+                "g",
+                base + round(j * PERIOD_60_NS),
+                {"x": 0.0, "n": 1000 + j},
+                source_time_ns=round(j * PERIOD_60_NS),
+            )
+        )
     run = drive(samples, [SourcePlan("g")], DT, session_idle_s=10.0)
     assert run.ends[0].dropped_ticks == 120
     assert run.scheduler.counters()["g"].reanchors == 1
@@ -164,8 +172,10 @@ def test_a_drifting_source_clock_is_followed_without_false_gaps(ppm: int) -> Non
     n = 60 * 120
     src = [round(i * PERIOD_60_NS * (1 + ppm * 1e-6)) for i in range(n)]
     rx = jittered(range(n), jitter_ns=4e6, seed=5)
-    samples = [Sample("g", r + 5_000_000, {"x": float(i), "n": i}, source_time_ns=s)
-               for i, (r, s) in enumerate(zip(rx, src, strict=True))]
+    samples = [
+        Sample("g", r + 5_000_000, {"x": float(i), "n": i}, source_time_ns=s)
+        for i, (r, s) in enumerate(zip(rx, src, strict=True))
+    ]
     run = drive(samples, [SourcePlan("g")], DT)
     assert np.array_equal(run.frames["tick"].astype(np.int64), np.arange(n))
     assert run.scheduler.counters()["g"].reanchors == 0

@@ -26,22 +26,29 @@ def streams(draw: st.DrawFn) -> list[Sample]:
         clock = draw(st.sampled_from([None, "step", "reset", "jump"]))
         st_ns = None
         if clock is not None and name in src:
-            src[name] = {"step": src[name] + draw(st.integers(0, 50_000_000)), "reset": 0,
-                         "jump": src[name] + 10**12}[clock]
+            src[name] = {
+                "step": src[name] + draw(st.integers(0, 50_000_000)),
+                "reset": 0,
+                "jump": src[name] + 10**12,
+            }[clock]
             st_ns = src[name]
         values = {"x" if name != "b" else "y": draw(st.floats(allow_nan=True)), "k": k}
         if draw(st.booleans()):
             values["junk"] = "?"
-        out.append(Sample(name, rx, values, source_time_ns=st_ns,
-                          new_session=draw(st.integers(0, 30)) == 0))
+        out.append(Sample(name, rx, values, source_time_ns=st_ns, new_session=draw(st.integers(0, 30)) == 0))
     return out
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(samples=streams(), merge=st.sampled_from(["last", "first"]), idle=st.sampled_from([None, 1.0, 5.0]),
-       max_s=st.sampled_from([None, 2.0]))
-def test_frames_sessions_and_counters_stay_consistent(samples: list[Sample], merge: str, idle: float | None,
-                                                      max_s: float | None) -> None:
+@given(
+    samples=streams(),
+    merge=st.sampled_from(["last", "first"]),
+    idle=st.sampled_from([None, 1.0, 5.0]),
+    max_s=st.sampled_from([None, 2.0]),
+)
+def test_frames_sessions_and_counters_stay_consistent(
+    samples: list[Sample], merge: str, idle: float | None, max_s: float | None
+) -> None:
     run = drive(samples, PLANS, DT, merge=merge, session_idle_s=idle, max_session_s=max_s)
     again = drive(samples, PLANS, DT, merge=merge, session_idle_s=idle, max_session_s=max_s)
     assert run.frames.tobytes() == again.frames.tobytes()  # deterministic

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import socket
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -186,3 +188,53 @@ def test_allowlist_and_options() -> None:
         SenderAllowlist(["not-an-ip"])
     with pytest.raises(ConfigError):
         UdpSource("x", F1Decoder(), port=0, max_datagram_bytes=70000)
+
+
+async def test_a_steady_feed_is_read_in_batches_with_kernel_receive_times() -> None:
+    """A 200 Hz feed: a few socket reads (not one per datagram), every receive time its own."""
+    samples: list[Sample] = []
+    source = UdpSource("forza", ForzaDecoder(), host="127.0.0.1", port=0)
+    async with running(source, samples.append) as addr:
+        assert source._socket is not None
+        if not source._socket.timestamps_supported:
+            pytest.skip("no kernel receive timestamps here: reads stay per datagram")
+        tx = sender()
+        t0 = time.monotonic()
+        for i in range(60):
+            tx.sendto(bytes(331), addr)
+            await anyio.sleep(max(0.0, t0 + (i + 1) * 0.005 - time.monotonic()))  # the game's pacing
+        await until(lambda: len(samples) == 60)
+        tx.close()
+    assert source.stats.received == 60 and source.stats.dropped.total() == 0
+    assert source.reads < 30  # batched: far fewer wake-ups than datagrams
+    rx = [s.rx_ns for s in samples]
+    gaps = sorted(b - a for a, b in itertools.pairwise(rx))
+    assert all(g >= 0 for g in gaps)
+    # kernel arrival times: spaced like the sends, not bunched at the batched read
+    assert gaps[len(gaps) // 2] > 1_000_000
+
+
+async def test_stopping_reads_what_still_waits_in_the_kernel() -> None:
+    samples: list[Sample] = []
+    source = UdpSource("forza", ForzaDecoder(), host="127.0.0.1", port=0)
+    async with running(source, samples.append) as addr:
+        tx = sender()
+        for _ in range(3):
+            tx.sendto(bytes(331), addr)
+            await anyio.sleep(0.01)
+        for _ in range(10):  # no await: the source cannot read these before it is stopped
+            tx.sendto(bytes(331), addr)
+        tx.close()
+    assert len(samples) == 13 and source.stats.received == 13
+
+
+async def test_read_interval_zero_reads_every_datagram_on_arrival() -> None:
+    samples: list[Sample] = []
+    source = UdpSource("forza", ForzaDecoder(), host="127.0.0.1", port=0, read_interval_s=0.0)
+    async with running(source, samples.append) as addr:
+        tx = sender()
+        for i in range(20):
+            tx.sendto(bytes(331), addr)
+            await until(lambda i=i: len(samples) > i)  # one at a time
+        tx.close()
+    assert len(samples) == 20 and source.reads >= 20

@@ -222,26 +222,24 @@ class Daemon:
                 last_disk = now
                 await anyio.to_thread.run_sync(self._refresh_disk)
             self._log_drops()
-            snap = self.snapshot()
+            # Only the recorder's counters each beat; the whole snapshot (every source, health)
+            # only when a STATUS= line is really sent: the beat runs for the daemon's whole life.
+            rec = self.recorder.stats_snapshot()
             # Stalled (a write pending too long) is what the watchdog is for: systemd restarts us.
             # A failing disk (ENOSPC) is not a wedge: the recorder retries, /healthz reports it.
-            stuck = snap["recorder"]["state"] == "stalled"
+            stuck = rec["state"] == "stalled"
             if stuck != was_stuck:
                 was_stuck = stuck
                 if stuck:
-                    log.error(
-                        "recorder %s: %s; withholding the watchdog",
-                        snap["recorder"]["state"],
-                        snap["recorder"]["error"],
-                    )
+                    log.error("recorder %s: %s; withholding the watchdog", rec["state"], rec["error"])
                 else:
                     log.info("recorder is writing again")
             if self.watchdog_s is not None and not stuck:
                 self.notifier.watchdog()
                 self.watchdog_sent += 1
-            if now - last_status >= STATUS_NOTIFY_S:
+            if now - last_status >= STATUS_NOTIFY_S and self.notifier.enabled:
                 last_status = now
-                self.notifier.status(self.status_line(snap))
+                self.notifier.status(self.status_line())
             await anyio.sleep(beat_s)
 
     async def _wait_sources_ready(self) -> None:

@@ -37,9 +37,18 @@ def wedge_hook(fifo: str) -> Callable[[Any, bool], None]:
 
 
 def build_recorder(
-    loaded: LoadedConfig, built: Sequence[Any], output_dir: Path, env: Mapping[str, str] | None = None
+    loaded: LoadedConfig,
+    built: Sequence[Any],
+    output_dir: Path,
+    env: Mapping[str, str] | None = None,
+    *,
+    derived: Sequence[Any] = (),
+    metadata: Mapping[str, str] | None = None,
 ) -> Any:
-    """The :class:`wrtfd.recorder.LiveRecorder` for ``built`` sources (nothing touches disk yet)."""
+    """The :class:`wrtfd.recorder.LiveRecorder` for ``built`` sources (nothing touches disk yet).
+
+    ``derived`` are plug-ins such as lap channels; ``metadata`` is added to the files' own.
+    """
     from wrtfd.recorder import LiveRecorder, RecorderPolicy, SourceSpec
     from wrtfd.recorder.files import DEFAULT_TEMPLATE
 
@@ -76,6 +85,8 @@ def build_recorder(
         return LiveRecorder(
             specs,
             policy,
+            derived,
+            metadata=metadata,
             intake_capacity=rc.queue_size,
             tick_s=rc.engine_tick_s,
             stall_after_s=cfg.daemon.stall_after_s,

@@ -12,7 +12,6 @@ source records (after ``mapping``), so a typo fails at start instead of as a per
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -288,23 +287,15 @@ def mapped_sink(sink: SampleSink, transform: SampleTransform | None) -> SampleSi
     return mapped
 
 
-def _monotonic_s() -> float:
-    return time.monotonic_ns() / 1e9
-
-
 def _recorder(
     loaded: LoadedConfig, built: Sequence[BuiltSource], output_dir: Path, env: Mapping[str, str] | None = None
 ) -> Any:
     """One live recorder per recording group, behind the single-recorder interface.
 
-    A group's recorder gets the lap-channel plug-in of its source with a track.
-    ``recorder_port.build_recorder`` takes no plug-ins (yet), so such a group's :class:`Recorder`
-    is replaced by one built from the same sources and policy plus ``derived``, before anything
-    touched disk, on the same clock the live driver gives its own (``time.monotonic_ns``).
-    The file metadata gets ``Track`` (the track's name) unless ``recorder.metadata`` sets it.
+    A group's recorder gets the lap-channel plug-in of its source with a track, and the file
+    metadata then gets ``Track`` (the track's name) unless ``recorder.metadata`` sets it.
     """
     from wrtfd.daemon.recorder_port import build_recorder
-    from wrtfd.recorder import Recorder
     from wrtfd.recorder.groups import RecorderGroups
 
     members: dict[str, list[BuiltSource]] = {}
@@ -312,18 +303,13 @@ def _recorder(
         members.setdefault(b.config.group_name, []).append(b)
     groups: dict[str, Any] = {}
     for group, group_built in members.items():
-        live = build_recorder(loaded, group_built, output_dir, env)
         derived = [b.laps for b in group_built if b.laps is not None]
-        if derived:
-            old = live.recorder
-            metadata = {} if "Track" in old.policy.metadata else {"Track": derived[0].track.name}
-            try:
-                live.recorder = Recorder(
-                    old.sources, old.policy, derived, metadata=metadata, clock=_monotonic_s
-                )
-            except ConfigError as exc:
-                raise ConfigError(f"{loaded.origin}: {exc}") from None
-        groups[group] = live
+        metadata = {}
+        if derived and "Track" not in loaded.config.recorder.metadata:
+            metadata["Track"] = derived[0].track.name
+        groups[group] = build_recorder(
+            loaded, group_built, output_dir, env, derived=derived, metadata=metadata
+        )
     return RecorderGroups(groups, {b.source.name: b.config.group_name for b in built})
 
 

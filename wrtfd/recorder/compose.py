@@ -90,8 +90,9 @@ def _types(definition: Mapping[str, Any], where: str) -> dict[str, dict[str, Any
     return {str(k): copy.deepcopy(dict(v)) for k, v in raw.items() if isinstance(v, Mapping)}
 
 
-def _prefixed(prefix: str, fields: list[dict[str, Any]], types: dict[str, dict[str, Any]],
-              out_types: dict[str, Any]) -> list[dict[str, Any]]:
+def _prefixed(
+    prefix: str, fields: list[dict[str, Any]], types: dict[str, dict[str, Any]], out_types: dict[str, Any]
+) -> list[dict[str, Any]]:
     """Rename the custom types ``fields`` use (transitively) to ``<prefix>__<name>``."""
     needed: list[str] = []
 
@@ -182,7 +183,9 @@ def compose_definition(
     footer_sources: list[dict[str, Any]] = []
     seen: set[str] = set()
     types["wrtfd__source_counters"] = {
-        "type": "struct", "description": "What one source delivered in the session", "fields": counters,
+        "type": "struct",
+        "description": "What one source delivered in the session",
+        "fields": counters,
     }
     for name, definition in sources:
         _check_name("source", name)
@@ -198,7 +201,8 @@ def compose_definition(
         footer_sources.append(_field(name, "wrtfd__source_counters", f"source {name}"))
     types["wrtfd__stale"] = _struct("Stale flags, one per source", stale)
     types["wrtfd__clock"] = {
-        "type": "enum", "description": "What places a source's samples on ticks",
+        "type": "enum",
+        "description": "What places a source's samples on ticks",
         "values": [
             {"name": "arrival", "value": 0, "description": "receive times, de-jittered"},
             {"name": "source_clock", "value": 1, "description": "the source's own timestamps"},
@@ -234,12 +238,27 @@ def compose_definition(
             footer.append({"name": name, "type": f"{name}__summary", "description": f"Summary of {name}"})
     header = [
         {"name": "start_timestamp", "type": "uint64", "unit": "us", "description": "Session time base (N9)"},
-        {"name": "track", "type": "uint8", "dimensions": TEXT_BYTES, "tags": ["text", "metadata"],
-         "description": "Track reported by the sources"},
-        {"name": "car", "type": "uint8", "dimensions": TEXT_BYTES, "tags": ["text", "metadata"],
-         "description": "Car reported by the sources"},
-        {"name": "session_type", "type": "uint8", "dimensions": TEXT_BYTES, "tags": ["text", "metadata"],
-         "description": "Session type reported by the sources"},
+        {
+            "name": "track",
+            "type": "uint8",
+            "dimensions": TEXT_BYTES,
+            "tags": ["text", "metadata"],
+            "description": "Track reported by the sources",
+        },
+        {
+            "name": "car",
+            "type": "uint8",
+            "dimensions": TEXT_BYTES,
+            "tags": ["text", "metadata"],
+            "description": "Car reported by the sources",
+        },
+        {
+            "name": "session_type",
+            "type": "uint8",
+            "dimensions": TEXT_BYTES,
+            "tags": ["text", "metadata"],
+            "description": "Session type reported by the sources",
+        },
         {"name": "start_reason", "type": "wrtfd__start_reason", "description": "Why the session started"},
         {"name": "sources", "type": "wrtfd__sources", "description": "Per-source session info"},
     ]

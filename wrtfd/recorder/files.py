@@ -217,8 +217,11 @@ class FileSink:
         self._summary = {}
         if self._failing:
             return  # the next frames retry once the backoff has passed
-        if self.writer is not None and self.rotate_sessions is not None \
-                and self.writer.session_count >= self.rotate_sessions:
+        if (
+            self.writer is not None
+            and self.rotate_sessions is not None
+            and self.writer.session_count >= self.rotate_sessions
+        ):
             self._close_file()
         self._open_session(start_us, self._header.get("start_reason", "first"), tick=0)
 
@@ -366,8 +369,12 @@ class FileSink:
         name = render_name(
             self.template,
             start_us=start_us,
-            fields={"source": self.source_label, "track": info.get("track"), "car": info.get("car"),
-                    "session_type": info.get("session_type")},
+            fields={
+                "source": self.source_label,
+                "track": info.get("track"),
+                "car": info.get("car"),
+                "session_type": info.get("session_type"),
+            },
             seq=self.files,
         )
         self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -382,8 +389,14 @@ class FileSink:
             if value and label not in meta:
                 meta[label] = str(value).encode("utf-8", "replace").decode("utf-8")[:256]
         try:
-            self.writer = Writer(path, self.schema, rate_hz=self.rate_hz, start_timestamp_us=max(1, start_us),
-                                 metadata=meta, buffer_bytes=self._buffer_bytes)
+            self.writer = Writer(
+                path,
+                self.schema,
+                rate_hz=self.rate_hz,
+                start_timestamp_us=max(1, start_us),
+                metadata=meta,
+                buffer_bytes=self._buffer_bytes,
+            )
             if self.flush_each_batch:
                 self.writer.flush()
         except OSError as exc:
@@ -453,8 +466,13 @@ class FileSink:
         except FormatError:
             # A footer value that does not fit (a plug-in's summary): keep the counts only.
             try:
-                w.end_session({"frames": self._fs_frames, "dropped_ticks": self._fs_dropped,
-                               "duration_s": span / self.rate_hz})
+                w.end_session(
+                    {
+                        "frames": self._fs_frames,
+                        "dropped_ticks": self._fs_dropped,
+                        "duration_s": span / self.rate_hz,
+                    }
+                )
             except OSError as exc:
                 self._fail(exc, self._start_us)
 

@@ -3,26 +3,45 @@
 ::
 
     sources --sink(sample)--> intake (bounded deque; SinkFull when full)
-        engine task (event loop, every ``tick_s``): drain intake -> scheduler -> derived -> ops
-        writer task (every ``batch_s``): ops -> anyio.to_thread -> FileSink (write, flush, fsync)
+        engine task (event loop; steps when samples arrive, at most one step per ``tick_s``,
+            else every ``close_s`` while anything is pending, asleep when nothing is):
+            drain intake -> scheduler -> derived -> ops; every ``batch_s`` (or when an fsync is
+            due, and no batch is still being written) it queues them for the writer thread
+        writer thread (one, for the life of run()): ops -> FileSink (write, flush, fsync)
 
 Receiving never waits on disk: the sink only appends to a deque, the engine only does CPU work,
-and every write, flush, fsync and close runs in a worker thread. If the disk stalls, frames
+and every write, flush, fsync and close runs in the writer thread. If the disk stalls, frames
 queue up to ``max_backlog_s`` of frames and are then dropped (counted); session begin/end
 operations are never dropped.
 
+CPU: a wake-up of the process costs more than the work it does (a cold interpreter, a thread
+hand-off), so there are as few as possible. UDP sources read a steady feed in batches (every
+``read_interval_s``, see :mod:`wrtfd.sources.udp`); the engine steps right after a batch arrives,
+in the same wake-up of the loop (the sink wakes it), not on a timer of its own; samples that
+trickle in (a serial source) are gathered for up to ``tick_s`` (steps sit on a ``tick_s`` grid
+of the loop's clock). With no sample arriving it still steps every ``close_s`` while ticks wait
+to be closed, a session is open or data waits to be written or fsynced, and sleeps until the
+next sample once none of that is left (waking every ``idle_check_s`` for the statistics). The
+writer thread gets one batch per ``batch_s`` through a queue and only marks it done: no wake-up
+of the loop per write. A sample's time is its receive time, so when the engine steps never
+changes a frame.
+
 Durability bound
 ----------------
-A sample received at time t is in a closed frame by ``t + jitter_s + 1/rate_hz`` (the tick
-stays open for late samples), reaches the writer thread within ``tick_s + batch_s``, and is
+A sample received at time t reaches the intake at once, or at the source's next batched read
+(``read_interval_s``, 0.1 s for UDP; the step follows in the same wake-up); its tick can close
+at ``t + 1/rate_hz + jitter_s`` (the tick stays open for late samples) and is closed by the next
+step, at most ``max(tick_s, close_s, read_interval_s)`` later (0.1 s by default); the frame is
+queued for the writer thread at that step or the first one ``batch_s`` after the last batch, and
 written (``write()``, so it survives a crash of the process) right away, then fsynced at the
 latest ``fsync_interval_s`` later. So:
 
-* ``kill -9`` or a crash of wrtfd loses at most ``jitter_s + 1/rate + tick_s + batch_s``
-  (defaults: 0.1 + 0.017 + 0.005 + 0.05 = about 0.17 s) of the newest data, plus ``settle_s``
-  (0.5 s) in the first moments of a session, whose tick grid is fixed only after that long;
-* a power cut loses at most that plus ``fsync_interval_s`` (default 1 s): about 1.2 s
-  (1.7 s at the very start of a session).
+* ``kill -9`` or a crash of wrtfd loses at most ``jitter_s + 1/rate + max(tick_s, close_s,
+  read_interval_s) + batch_s`` (defaults: 0.1 + 0.017 + 0.1 + 0.1 = about 0.32 s) of the newest
+  data, plus ``settle_s`` (0.5 s) in the first moments of a session, whose tick grid is fixed
+  only after that long;
+* a power cut loses at most that plus ``fsync_interval_s`` (default 1 s): about 1.3 s
+  (1.8 s at the very start of a session).
 
 Nothing older is ever at risk: the format writer only appends whole records, a failed write is
 truncated back, and ``wrtfd repair`` finalizes a file that lost its footers (N11).
@@ -34,6 +53,10 @@ a shielded scope bounded by ``stop_timeout_s``), and an exception inside the rec
 
 from __future__ import annotations
 
+import asyncio
+import math
+import queue
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -59,19 +82,23 @@ class LiveRecorder:
         *,
         metadata: Mapping[str, str] | None = None,
         intake_capacity: int = 4096,
-        tick_s: float = 0.005,
+        tick_s: float = 0.05,
+        close_s: float = 0.1,
+        idle_check_s: float = 1.0,
         max_backlog_s: float = 30.0,
         stall_after_s: float = 5.0,
         stop_timeout_s: float = 2.0,
         clock_ns: Callable[[], int] = time.monotonic_ns,
         on_batch: Callable[[Recorder, bool], None] | None = None,
     ) -> None:
-        self.recorder = Recorder(sources, policy, derived, metadata=metadata,
-                                 clock=lambda: clock_ns() / 1e9)
+        self.recorder = Recorder(sources, policy, derived, metadata=metadata, clock=lambda: clock_ns() / 1e9)
         self.policy = policy
         self._intake: deque[Sample] = deque()
         self._capacity = max(1, intake_capacity)
-        self._tick_s = tick_s
+        self._tick_s = max(1e-4, tick_s)
+        self._close_s = max(self._tick_s, close_s)
+        self._last_step = -1e18  # loop time of the last engine step
+        self._idle_check_s = max(self._tick_s, idle_check_s)
         self._stall_after_s = stall_after_s
         self._stop_timeout_s = stop_timeout_s
         self._clock_ns = clock_ns
@@ -81,6 +108,16 @@ class LiveRecorder:
         self._max_backlog = max(1, round(max_backlog_s * policy.rate_hz))
         self._stopping = anyio.Event()
         self._done = anyio.Event()
+        # While the engine sleeps waiting for a sample: what wakes it (the sink calls it once).
+        self._wake: Callable[[], None] | None = None
+        self._asleep = False
+        self._last_write = 0.0
+        # The writer thread: batches in, one at a time (``_writing_since`` is set while one is
+        # in flight and cleared by the thread); an exception it met is re-raised by the engine.
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._write_error: BaseException | None = None
+        self._writes = 0
         self._engine_done = False
         self._writing_since: float | None = None
         self._running = False
@@ -102,6 +139,10 @@ class LiveRecorder:
             raise SinkFull(f"recorder intake full ({self._capacity} samples)")
         self._intake.append(sample)
         self.samples += 1
+        if self._asleep:  # the first sample while the engine waits for one: wake it
+            self._asleep = False
+            if self._wake is not None:
+                self._wake()
 
     def request_new_session(self) -> None:
         """End the current session at the next frame (SIGHUP)."""
@@ -110,6 +151,7 @@ class LiveRecorder:
     async def stop(self) -> None:
         """Finish the session, write the footers, close the file; returns when done."""
         self._stopping.set()
+        self._poke()
         if self._running:
             with anyio.move_on_after(self._stop_timeout_s + 1.0):
                 await self._done.wait()
@@ -119,21 +161,27 @@ class LiveRecorder:
         rec = self.recorder
         rec.set_origin(self._clock_ns(), time.time_ns() // 1000)
         self._running = True
-        self._rate_t = time.monotonic()
+        self._rate_t = self._last_write = time.monotonic()
+        # A daemon thread: a disk hung in the kernel must not keep the process alive at exit.
+        self._thread = threading.Thread(target=self._writer_thread, name="wrtfd-writer", daemon=True)
+        self._thread.start()
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._writer_loop)
-                task_status.started()
-                try:
-                    await self._engine_loop()
-                except BaseException:
-                    self._finish_engine("stop")
-                    raise
+            task_status.started()
+            try:
+                await self._engine_loop()
+            except BaseException:
+                self._finish_engine("stop")
+                raise
         finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(self._stop_timeout_s):
-                await self._drain_and_close()
-            self._running = False
-            self._done.set()
+            closed = False
+            try:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(self._stop_timeout_s):
+                    closed = await self._drain_and_close()
+            finally:
+                self._jobs.put(None)  # the thread ends after what it was given
+                self._running = False
+                if closed:  # else the writer is stuck (a hung disk): stop() must not say "done"
+                    self._done.set()
 
     def stats_snapshot(self) -> dict[str, Any]:
         """Counters for status and metrics (read on the event loop; cheap)."""
@@ -172,7 +220,7 @@ class LiveRecorder:
             "fsync_lag_s": st.unsynced_since_s or 0.0,
             "write_pending_s": pending,
             "frame_rate_hz": self._frame_rate,
-            "progress": self.progress,
+            "progress": self.progress + self._writes,
             "derived_errors": rec.derived_errors,
             "per_source": {name: c.as_dict() for name, c in counters.items()},
         }
@@ -182,13 +230,18 @@ class LiveRecorder:
     def _step(self) -> None:
         rec = self.recorder
         intake = self._intake
-        ops: list[Op] = []
-        while intake:
-            sample = intake.popleft()
-            rec.advance(sample.rx_ns, flush=False)  # events stay queued until the flush below
-            rec.push(sample)
-        ops.extend(rec.advance(self._clock_ns()))
-        self._queue(ops)
+        if intake:
+            # Straight to the scheduler: what Recorder.advance(flush=False) + push do, without
+            # two extra calls per sample. Events stay queued until the flush below.
+            sched = rec.scheduler
+            advance = sched.advance
+            push = sched.push
+            popleft = intake.popleft
+            while intake:
+                sample = popleft()
+                advance(sample.rx_ns, flush=False)
+                push(sample)
+        self._queue(rec.advance(self._clock_ns()))
         self.progress += 1
 
     def _queue(self, ops: list[Op]) -> None:
@@ -217,12 +270,108 @@ class LiveRecorder:
         finally:
             self._queue(self.recorder.finish(reason))
 
+    def _poke(self) -> None:
+        """Wake the engine (stop)."""
+        if self._wake is not None:
+            self._wake()
+
+    def _quiet(self) -> bool:
+        """Nothing for the engine to do until a sample arrives (so no timer is needed)."""
+        rec = self.recorder
+        sched = rec.scheduler
+        if (
+            self._intake
+            or self._ops
+            or sched.in_session
+            or self._writing_since is not None
+            or sched.pending_samples()
+        ):
+            return False
+        return rec.sink.state().unsynced_since_s is None
+
     async def _engine_loop(self) -> None:
-        while not self._stopping.is_set():
-            with anyio.move_on_after(self._tick_s):
-                await self._stopping.wait()
+        stopping = self._stopping
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # another anyio backend
+            loop = None
+        clock = loop.time if loop is not None else anyio.current_time
+        while not stopping.is_set():
+            if self._quiet():
+                if not await self._wait_for_sample(loop, self._idle_check_s):
+                    continue  # a sample (or stop): handled below, on the next turn
+            elif self._intake:
+                if clock() - self._last_step < self._tick_s / 2:
+                    await self._sleep_to_grid(loop, clock())  # stepped just now: batch these
+            elif not await self._wait_for_sample(
+                loop, self._next_grid(self._last_step + self._close_s) - clock()
+            ):
+                continue  # a sample: step on the next turn (rate-limited above)
+            if stopping.is_set():
+                break
+            if self._write_error is not None:
+                raise self._write_error
+            self._last_step = clock()
             self._step()
+            self._want_write()
         self._finish_engine("stop")
+
+    def _next_grid(self, t: float) -> float:
+        """The first point of the ``tick_s`` grid (on the loop's clock) at or after ``t``."""
+        tick = self._tick_s
+        return math.ceil(t / tick) * tick
+
+    async def _wait_for_sample(self, loop: asyncio.AbstractEventLoop | None, timeout_s: float) -> bool:
+        """Sleep until a sample arrives (or stop); True when ``timeout_s`` passed first.
+
+        On asyncio: one future and one timer handle (a cancel scope and an event cost several
+        times more, on every wake-up of the daemon)."""
+        if self._stopping.is_set():
+            return False
+        timeout_s = max(0.0, timeout_s)
+        if loop is None:
+            event = anyio.Event()
+            self._wake = event.set
+            self._asleep = True
+            try:
+                with anyio.move_on_after(timeout_s) as scope:
+                    await event.wait()
+            finally:
+                self._asleep = False
+                self._wake = None
+            return scope.cancelled_caught
+        fut: asyncio.Future[bool] = loop.create_future()
+        self._wake = lambda: _resolve(fut, False)
+        self._asleep = True
+        handle = loop.call_at(loop.time() + timeout_s, _resolve, fut, True)
+        try:
+            return await fut
+        finally:
+            handle.cancel()
+            self._asleep = False
+            self._wake = None
+
+    async def _sleep_to_grid(self, loop: asyncio.AbstractEventLoop | None, now: float) -> None:
+        """Sleep to the next point of the ``tick_s`` grid (stop waits for it: one tick at most)."""
+        deadline = (math.floor(now / self._tick_s) + 1) * self._tick_s
+        if loop is not None:
+            await _sleep_until(loop, deadline)
+        else:
+            await anyio.sleep(deadline - now)
+
+    def _want_write(self) -> None:
+        """Queue a batch for the writer thread when one is due (``batch_s`` since the last one)
+        or an fsync is, unless the previous batch is still being written (ops keep queueing)."""
+        if self._writing_since is not None or self._thread is None:
+            return
+        now = time.monotonic()
+        # (a few ms of slack: steps land on a grid, and batch_s is usually a multiple of it)
+        due = now - self._last_write >= self.policy.batch_s - min(0.01, self.policy.batch_s / 2)
+        if (self._ops and due) or self.recorder.sink.sync_due():
+            self._last_write = now
+            ops = self._take_ops()
+            self._writing_since = now
+            self._jobs.put(lambda: self._write(ops))
 
     def _take_ops(self) -> list[Op]:
         ops = list(self._ops)
@@ -239,43 +388,66 @@ class LiveRecorder:
         if self._on_batch is not None:
             self._on_batch(rec, synced)
 
-    async def _write_off_loop(self, ops: list[Op]) -> None:
-        self._writing_since = time.monotonic()
-        try:
-            await anyio.to_thread.run_sync(self._write, ops)
-        finally:
-            self._writing_since = None
-        self.progress += 1
+    def _writer_thread(self) -> None:
+        """The writer thread's loop: one job at a time, in order, until the None job."""
+        jobs = self._jobs
+        while True:
+            job = jobs.get()
+            if job is None:
+                return
+            try:
+                job()
+            except BaseException as exc:  # handed to the engine, which raises it on the loop
+                self._write_error = exc
+            finally:
+                self._writes += 1
+                self._writing_since = None
 
-    async def _writer_loop(self) -> None:
-        """Every ``batch_s``: hand the queued operations to the thread (or just fsync when due)."""
-        batch_s = self.policy.batch_s
-        sink = self.recorder.sink
-        last = time.monotonic()
-        while not self._engine_done:
-            with anyio.move_on_after(max(0.0, last + batch_s - time.monotonic())):
-                await self._stopping.wait()
-            if self._engine_done or self._stopping.is_set():
-                break
-            last = time.monotonic()
-            if self._ops or sink.sync_due():
-                await self._write_off_loop(self._take_ops())
-
-    async def _drain_and_close(self) -> None:
+    async def _drain_and_close(self) -> bool:
+        """The last operations and the close, on the writer thread; True once they are done."""
         if not self._engine_done:
             self._finish_engine("stop")
-        ops = self._take_ops()
         rec = self.recorder
+        done = threading.Event()
 
         def final() -> None:
+            ops = self._take_ops()  # on the writer thread: after the batch in flight, if any
             try:
                 if ops:
                     rec.apply(ops)
             finally:
-                rec.close()
+                try:
+                    rec.close()
+                finally:
+                    done.set()
 
+        if self._thread is None or not self._thread.is_alive():
+            final()
+            return True
+        self._write_error = None
         self._writing_since = time.monotonic()
-        try:
-            await anyio.to_thread.run_sync(final)
-        finally:
-            self._writing_since = None
+        self._jobs.put(final)
+        # A short poll, only at shutdown, cancelled by the caller's deadline (a hung disk): no
+        # thread is left blocked behind (one would hold up the interpreter's exit).
+        while not done.is_set():  # noqa: ASYNC110 - a threading.Event set by the writer thread
+            await anyio.sleep(0.01)
+        if self._write_error is not None:
+            raise self._write_error
+        return True
+
+
+def _resolve(fut: asyncio.Future[Any], value: Any) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+    """Sleep until ``deadline`` on the loop's clock, exactly: a timer at the same grid point as
+    a UDP source's batched read fires in the same wake-up, and since the timer only wakes this
+    task (which runs one pass later), the source's samples are in the intake before the step."""
+    fut: asyncio.Future[None] = loop.create_future()
+    handle = loop.call_at(deadline, _resolve, fut, None)
+    try:
+        await fut
+    finally:
+        handle.cancel()

@@ -81,7 +81,7 @@ class RecorderPolicy:
     bunch_s: float = 0.035
     settle_s: float = 0.5
     merge: str = "last"
-    batch_s: float = 0.05
+    batch_s: float = 0.1
     retry_s: float = 1.0
     retry_max_s: float = 30.0
     metadata: Mapping[str, str] = field(default_factory=dict)
@@ -327,12 +327,21 @@ def _coalesce(ops: Iterable[Op]) -> list[Op]:
             run.append(op.frames)
             continue
         if run:
-            out.append(FramesOp(run[0] if len(run) == 1 else join_records(run)))
+            out.append(FramesOp(run[0] if len(run) == 1 else _join(run)))
             run = []
         out.append(op)
     if run:
-        out.append(FramesOp(run[0] if len(run) == 1 else join_records(run)))
+        out.append(FramesOp(run[0] if len(run) == 1 else _join(run)))
     return out
+
+
+def _join(arrays: list[np.ndarray]) -> np.ndarray:
+    """Concatenate frame blocks as bytes, then view them as frames: no array of the (wide,
+    nested) frame dtype is allocated, which costs more than the copy itself."""
+    dtype = arrays[0].dtype
+    if any(a.dtype != dtype for a in arrays):
+        return join_records(arrays)
+    return np.concatenate([np.ascontiguousarray(a).view(np.uint8) for a in arrays]).view(dtype)
 
 
 def replay(

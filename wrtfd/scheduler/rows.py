@@ -5,6 +5,13 @@ named after it. Everything that depends on the layout (views per channel, which 
 floats, whether the fast path applies) is worked out once here, so applying a sample costs one
 numpy store per channel touched, or one store for the whole source when the sample carries
 every channel of an all-float source (the common case for game telemetry).
+
+Mixed-type sources (F1, Forza: floats, ints, bools and per-car arrays) take a second fast path:
+a decoder sends the same channels in the same order every time, so for each such set of keys a
+structured view of just those fields is built once, and the whole sample is stored with one
+tuple assignment (numpy converts field by field in C, with the same conversions as storing each
+channel alone). If it fails (a value that does not fit), the row is restored and the
+per-channel path stores what fits and counts the rest, exactly as without the fast path.
 """
 
 from __future__ import annotations
@@ -19,6 +26,10 @@ import numpy as np
 __all__ = ["SourceRow"]
 
 _NAN = math.nan
+#: Key sets remembered per source (decoders send a few; a bound against varied input).
+_MAX_PLANS = 32
+#: A key set whose fast store failed this often is no longer tried (per-channel path only).
+_MAX_PLAN_FAILURES = 3
 
 
 def _store(view: np.ndarray, value: Any) -> None:
@@ -51,19 +62,34 @@ def _store(view: np.ndarray, value: Any) -> None:
 class SourceRow:
     """Writes of one source into ``held[field]`` (``held`` is a 1-element structured array)."""
 
-    __slots__ = ("_all", "_flat", "_flat_names", "_float_views", "_getter", "_scalar", "_views", "names")
+    __slots__ = (
+        "_all",
+        "_backup",
+        "_flat",
+        "_flat_names",
+        "_float_views",
+        "_getter",
+        "_plans",
+        "_raw",
+        "_scalar",
+        "_sub",
+        "_views",
+        "names",
+    )
 
     def __init__(self, held: np.ndarray, field: str) -> None:
         sub = held[field]
+        self._sub = sub
         dt = sub.dtype
         self.names: tuple[str, ...] = tuple(dt.names or ())
         self._views: dict[str, np.ndarray] = {n: sub[n] for n in self.names}
+        fields: Mapping[str, Any] = dt.fields or {}
         self._scalar: dict[str, bool] = {
-            n: not dt.fields[n][0].names and dt.fields[n][0].shape == () for n in self.names  # type: ignore[index]
+            n: not fields[n][0].names and fields[n][0].shape == () for n in self.names
         }
         self._float_views: dict[str, np.ndarray] = {}
         for n in self.names:
-            fdt = dt.fields[n][0]  # type: ignore[index]
+            fdt = fields[n][0]
             base = fdt.base if fdt.shape else fdt
             if base.kind == "f":
                 self._float_views[n] = self._views[n]
@@ -84,6 +110,39 @@ class SourceRow:
                     self._flat_names = tuple(n for _, n in offsets)
         self._getter = operator.itemgetter(*self._flat_names) if len(self._flat_names) > 1 else None
         self._all = frozenset(self.names)
+        # The source's bytes in the held row (restored when a fast store fails half-way).
+        self._raw: np.ndarray | None = None
+        self._backup: np.ndarray | None = None
+        if held.flags.c_contiguous and len(held) == 1:
+            start = held.dtype.fields[field][1]  # type: ignore[index]
+            self._raw = held.view(np.uint8)[start : start + dt.itemsize]
+            self._backup = np.empty(dt.itemsize, dtype=np.uint8)
+        self._plans: dict[tuple[str, ...], list[Any]] = {}  # keys -> [view or None, failures]
+
+    def _plan(self, keys: tuple[str, ...]) -> list[Any]:
+        """The tuple-store view for this key order (None: not possible, per-channel path)."""
+        dt = self._sub.dtype
+        fields: Mapping[str, Any] = dt.fields or {}
+        view = None
+        if (
+            self._raw is not None
+            and keys
+            and len(set(keys)) == len(keys)
+            and all(k in fields and fields[k][0].base.names is None for k in keys)
+        ):
+            plan_dt = np.dtype(
+                {
+                    "names": list(keys),
+                    "formats": [fields[k][0] for k in keys],
+                    "offsets": [fields[k][1] for k in keys],
+                    "itemsize": dt.itemsize,
+                }
+            )
+            view = self._sub.view(plan_dt)
+        plan = [view, 0]
+        if len(self._plans) < _MAX_PLANS:
+            self._plans[keys] = plan
+        return plan
 
     def apply(self, values: Mapping[str, object]) -> tuple[int, int]:
         """Store the values; return ``(unknown_channels, bad_values)`` (both 0 normally)."""
@@ -94,6 +153,22 @@ class SourceRow:
                 return 0, 0
             except (KeyError, TypeError, ValueError, OverflowError):
                 pass  # fall back to the per-channel path, which says what was wrong
+        elif values:
+            keys = tuple(values)
+            plan = self._plans.get(keys) or self._plan(keys)
+            view = plan[0]
+            if view is not None:
+                raw = self._raw
+                backup = self._backup
+                backup[:] = raw  # type: ignore[index]
+                try:
+                    view[0] = tuple(values.values())
+                    return 0, 0
+                except Exception:  # a value that does not fit: restore, store channel by channel
+                    raw[:] = backup  # type: ignore[index]
+                    plan[1] += 1
+                    if plan[1] >= _MAX_PLAN_FAILURES:
+                        plan[0] = None
         unknown = bad = 0
         views = self._views
         scalar = self._scalar

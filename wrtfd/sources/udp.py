@@ -25,6 +25,20 @@ Receive times: ``rx_ns`` is the kernel's arrival time (``SO_TIMESTAMPNS``) moved
 monotonic clock, so a stall of the event loop does not bunch evenly spaced datagrams (which
 the scheduler would otherwise see as a pause followed by a burst).
 
+Batched reads: waking the event loop costs far more CPU than reading a datagram (a 360 Hz F1
+feed would wake it 360 times a second), and the kernel stamps each datagram's arrival anyway.
+So where the kernel timestamps (Linux) and the loop is asyncio, a source that sees a steady feed
+of at most ``HOLD_MAX_DATAGRAMS`` per ``read_interval_s`` stops watching its socket and reads
+everything queued once per ``read_interval_s``, on a grid of the loop's clock (every source on
+the same grid: they all read in one wake-up, and the recorder steps right after, in the same
+one). Datagrams wait in the kernel's buffer meanwhile (bounded and accounted, as always); their
+receive times do not change. A socket found empty, a first datagram after a pause, or a faster
+feed goes back to a reader callback on the socket (one wake-up per arrival, at most ``batch``
+datagrams each). When the source stops, what is queued is still read. This adds up to
+``read_interval_s`` (default 0.1 s) to the time a sample takes to reach the recorder (see the
+durability bound in :mod:`wrtfd.recorder.live`); it does not make samples late: the recorder
+closes a tick only in a step, and a step comes after the batch that holds the tick's samples.
+
 Lifecycle: ``STARTING -> (bound) LISTENING -> (first datagram) RECEIVING ... cancelled -> STOPPED``.
 """
 
@@ -33,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import math
 import socket
 import struct
 import sys
@@ -63,6 +78,13 @@ _TIMESPEC = struct.Struct("=qq")
 _MAX_KERNEL_AGE_NS = 1_000_000_000
 #: Datagrams read per wake-up before yielding to other tasks.
 DEFAULT_BATCH = 256
+#: Batched reads: how often a steady feed's socket is read (seconds; 0 disables batching).
+DEFAULT_READ_INTERVAL_S = 0.1
+#: Batched reads only while a feed brings at most this many datagrams per interval (a faster
+#: one is read as it arrives, so the kernel buffer never holds more than this between reads).
+HOLD_MAX_DATAGRAMS = 64
+#: A rate is only measured between two reads this close together (else it is a first datagram).
+_RATE_WINDOW_S = 1.0
 
 
 def _enable(sock: socket.socket, option: int | None) -> bool:
@@ -128,10 +150,12 @@ class DatagramSocket:
             sock.close()
             raise SourceError(f"cannot bind UDP {host}:{port}: {e.strerror or e}") from e
         self.sock = sock
-        self._ancbuf = (socket.CMSG_SPACE(4) if self.overflow_supported else 0) + (
+        #: recvmsg's ancillary buffer size (drop count and kernel time).
+        self.ancbuf_size = (socket.CMSG_SPACE(4) if self.overflow_supported else 0) + (
             socket.CMSG_SPACE(_TIMESPEC.size) if self.timestamps_supported else 0
         )
-        self._kernel_dropped = 0
+        #: The kernel's running count of dropped datagrams, as last reported.
+        self.kernel_dropped = 0
 
     @property
     def local_address(self) -> tuple[str, int]:
@@ -148,7 +172,7 @@ class DatagramSocket:
         :raises OSError: socket errors other than "would block".
         """
         try:
-            data, anc, flags, addr = self.sock.recvmsg(max_bytes, self._ancbuf)
+            data, anc, flags, addr = self.sock.recvmsg(max_bytes, self.ancbuf_size)
         except BlockingIOError:
             return None
         rx_ns = time.monotonic_ns()
@@ -163,8 +187,8 @@ class DatagramSocket:
                     rx_ns -= age
             elif kind == _SO_RXQ_OVFL and len(payload) >= 4:
                 (total,) = _U32.unpack_from(payload)
-                dropped = (total - self._kernel_dropped) & 0xFFFFFFFF
-                self._kernel_dropped = total
+                dropped = (total - self.kernel_dropped) & 0xFFFFFFFF
+                self.kernel_dropped = total
         return data, addr, flags, dropped, rx_ns
 
     async def wait_readable(self) -> None:
@@ -184,6 +208,7 @@ class UdpSource:
     ``allow_from``: sender IPs / networks accepted (None: anyone). ``max_datagram_bytes``: larger
     datagrams are dropped as ``too_large``. ``rcvbuf_bytes``: the kernel receive buffer (the
     only queue on the receive path). ``port`` 0 binds an ephemeral port (see ``local_address``).
+    ``read_interval_s``: batched reads of a steady feed (module docstring; 0: read on arrival).
     """
 
     def __init__(
@@ -197,6 +222,7 @@ class UdpSource:
         max_datagram_bytes: int = 2048,
         rcvbuf_bytes: int | None = 1 << 20,
         batch: int = DEFAULT_BATCH,
+        read_interval_s: float = DEFAULT_READ_INTERVAL_S,
     ) -> None:
         if not 1 <= max_datagram_bytes <= MAX_UDP_PAYLOAD:
             raise ConfigError(
@@ -212,6 +238,9 @@ class UdpSource:
         self.max_datagram_bytes = max_datagram_bytes
         self.rcvbuf_bytes = rcvbuf_bytes
         self.batch = max(1, batch)
+        self.read_interval_s = max(0.0, read_interval_s)
+        #: Socket reads (wake-ups of this source) so far; batched reads keep it low.
+        self.reads = 0
         self.stats = SourceStats()
         self._socket: DatagramSocket | None = None
         self._decoder_bug_logged = False
@@ -251,32 +280,52 @@ class UdpSource:
         except RuntimeError:  # another anyio backend (trio)
             loop = None
         if loop is not None:
-            # A persistent reader callback: no task switch and no epoll re-registration per
-            # datagram (what a 360 Hz feed costs most otherwise).
-            fd = sock.sock.fileno()
-            loop.add_reader(fd, drain)
+            interval = self.read_interval_s if sock.timestamps_supported else 0.0
+            reader = _BatchedReader(loop, sock.sock.fileno(), drain, interval, self.batch)
+            reader.start()
             try:
                 await anyio.sleep_forever()
             finally:
-                loop.remove_reader(fd)
+                reader.stop()
+                reader.flush()  # what waits in the kernel for the next batched read is not lost
         else:
             while True:
                 await sock.wait_readable()
                 drain()
 
-    def _drainer(self, sock: DatagramSocket, sink: SampleSink) -> Callable[[], None]:
-        """Read up to ``batch`` waiting datagrams and handle each; never raises."""
+    def _drainer(self, sock: DatagramSocket, sink: SampleSink) -> Callable[[], int]:
+        """Read up to ``batch`` waiting datagrams and handle each; returns how many were read
+        (``batch``: more may be waiting); never raises.
+
+        What :meth:`DatagramSocket.receive` does, inlined (the receive path of every datagram):
+        the clocks are read once per call, not twice per datagram, to move kernel times onto the
+        monotonic clock (again only when a datagram is newer than that reading).
+        """
         handle = self._handler(sink)
         read_size = self.max_datagram_bytes + 1  # one more byte tells "too large" apart
         batch = self.batch
         dropped = self.stats.dropped
-        receive = sock.receive
+        recvmsg = sock.sock.recvmsg
+        ancbuf = sock.ancbuf_size
         name = self.name
+        sol = socket.SOL_SOCKET
+        ts_kind = _SO_TIMESTAMPNS
+        ovfl_kind = _SO_RXQ_OVFL
+        ts_size = _TIMESPEC.size
+        unpack_ts = _TIMESPEC.unpack_from
+        unpack_u32 = _U32.unpack_from
+        monotonic_ns = time.monotonic_ns
+        time_ns = time.time_ns
 
-        def drain() -> None:
-            for _ in range(batch):
+        def drain() -> int:
+            self.reads += 1
+            real_now = -1  # wall clock read at the same moment as ...
+            offset = 0  # ... monotonic - wall
+            for i in range(batch):
                 try:
-                    got = receive(read_size)
+                    data, anc, flags, addr = recvmsg(read_size, ancbuf)
+                except BlockingIOError:
+                    return i
                 except OSError as e:
                     dropped.add("socket_error")
                     log.debug("%s: recv error %s", name, e)
@@ -284,13 +333,30 @@ class UdpSource:
                 except Exception:  # never let a bug escape into the event loop's handler
                     dropped.add("internal_error")
                     log.exception("%s: receive failed", name)
-                    return
-                if got is None:
-                    return
-                data, addr, flags, kernel_dropped, rx_ns = got
-                if kernel_dropped:
-                    dropped.add("kernel_overflow", kernel_dropped)
+                    return i
+                rx_ns = -1
+                for level, kind, payload in anc:
+                    if level != sol:
+                        continue
+                    if kind == ts_kind and len(payload) >= ts_size:
+                        sec, nsec = unpack_ts(payload)
+                        kernel_ns = sec * 1_000_000_000 + nsec
+                        if kernel_ns > real_now:
+                            mono = monotonic_ns()
+                            real_now = time_ns()
+                            offset = mono - real_now
+                        if 0 <= real_now - kernel_ns < _MAX_KERNEL_AGE_NS:
+                            rx_ns = kernel_ns + offset
+                    elif kind == ovfl_kind and len(payload) >= 4:
+                        (total,) = unpack_u32(payload)
+                        lost = (total - sock.kernel_dropped) & 0xFFFFFFFF
+                        sock.kernel_dropped = total
+                        if lost:
+                            dropped.add("kernel_overflow", lost)
+                if rx_ns < 0:
+                    rx_ns = monotonic_ns()  # no (trusted) kernel time: the time of this read
                 handle(data, addr, flags, rx_ns)
+            return batch
 
         return drain
 
@@ -301,8 +367,8 @@ class UdpSource:
         allow = self.allow
         limit = self.max_datagram_bytes
         name = self.name
-        from_decoded = Sample.from_decoded
-        truncated = socket.MSG_TRUNC
+        sample = Sample  # what Sample.from_decoded builds, without its keyword call
+        truncated = int(socket.MSG_TRUNC)  # a plain int: IntFlag & costs microseconds per datagram
         last_key: list[object] = [None]  # the decoder's session key (F1 sessionUID ...) seen last
 
         def handle(data: bytes, addr: Any, flags: int, rx_ns: int) -> None:
@@ -339,7 +405,16 @@ class UdpSource:
                 changed = last_key[0] is not None
                 last_key[0] = key
             try:
-                sink(from_decoded(name, rx_ns, decoded, new_session=changed))
+                sink(
+                    sample(
+                        name,
+                        rx_ns,
+                        decoded.values,
+                        decoded.source_time_ns,
+                        changed or decoded.new_session,
+                        decoded.session_info,
+                    )
+                )
             except SinkFull:
                 dropped.add("queue_full")
                 return
@@ -352,3 +427,86 @@ class UdpSource:
             stats.samples += 1
 
         return handle
+
+
+class _BatchedReader:
+    """Reads one socket on asyncio: on arrival (a reader callback) or, for a steady feed, once
+    per ``interval_s`` on a grid of the loop's clock (see "Batched reads" in the module docstring).
+
+    ``drain`` reads up to ``batch`` queued datagrams and returns how many it read.
+    """
+
+    __slots__ = ("_batch", "_drain", "_fd", "_interval", "_last", "_loop", "_timer", "_watching")
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        fd: int,
+        drain: Callable[[], int],
+        interval_s: float,
+        batch: int,
+    ) -> None:
+        self._loop = loop
+        self._fd = fd
+        self._drain = drain
+        self._interval = interval_s
+        self._batch = batch
+        self._last = -1e18  # loop time of the last read
+        self._timer: asyncio.TimerHandle | None = None
+        self._watching = False
+
+    def start(self) -> None:
+        self._watch()
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._watching:
+            self._watching = False
+            self._loop.remove_reader(self._fd)
+
+    def flush(self) -> None:
+        """Read everything queued now (at most a few batches): the source is stopping."""
+        for _ in range(16):
+            if self._drain() < self._batch:
+                return
+
+    def _watch(self) -> None:
+        if not self._watching:
+            self._watching = True
+            self._loop.add_reader(self._fd, self._on_readable)
+
+    def _steady(self, n: int, now: float) -> bool:
+        """True when the feed is slow and regular enough to be read once per interval."""
+        dt = now - self._last
+        self._last = now
+        return (
+            self._interval > 0.0
+            and 0 < n < self._batch
+            and dt <= _RATE_WINDOW_S
+            and n * self._interval <= HOLD_MAX_DATAGRAMS * dt
+        )
+
+    def _hold(self, now: float) -> None:
+        """Stop watching the socket; read it again at the next point of the grid."""
+        if self._watching:
+            self._watching = False
+            self._loop.remove_reader(self._fd)
+        step = self._interval
+        self._timer = self._loop.call_at((math.floor(now / step) + 1) * step, self._on_timer)
+
+    def _on_readable(self) -> None:
+        n = self._drain()
+        now = self._loop.time()
+        if self._steady(n, now):
+            self._hold(now)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        n = self._drain()
+        now = self._loop.time()
+        if self._steady(n, now):
+            self._hold(now)
+        else:  # empty (the feed paused), or faster than batching allows: read on arrival
+            self._watch()
