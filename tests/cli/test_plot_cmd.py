@@ -103,3 +103,14 @@ def test_session_without_driving_is_an_error(tmp_path: Path, recording: Path) ->
     r = wrtfd("plot", str(recording), "--session", "0", "-o", str(tmp_path / "menu.png"))
     assert r.returncode == 2
     assert r.stderr == "wrtfd: error: no positions to plot in this session (the car was never driven)\n"
+
+
+def test_default_session_is_the_drive_not_the_menus(tmp_path: Path, recording: Path) -> None:
+    pytest.importorskip("matplotlib")
+    r = wrtfd("plot", str(recording), "-o", str(tmp_path / "drive.png"), "--width", "800")
+    assert r.returncode == 0, r.stderr
+    check_png(tmp_path / "drive.png", 800)
+    bad = wrtfd("plot", str(recording), "--session", "9", "-o", str(tmp_path / "none.png"))
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("wrtfd: error: ") and "no session 9 (it has " in bad.stderr
+    assert not (tmp_path / "none.png").exists()

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from wrtfd.errors import FormatError
+
 __all__ = ["register"]
 
 
@@ -25,7 +27,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("file", type=Path, help="WRTF recording")
     p.add_argument("--track", type=Path, help="track file: detect laps from positions and draw the map")
     p.add_argument("--source", help="source to plot (default: the first with positions)")
-    p.add_argument("--session", type=int, default=0, help="session index (default 0)")
+    p.add_argument("--session", type=int, help="session index (default: the session with the most frames)")
     p.add_argument("-o", "--output", type=Path, required=True, help="PNG file to write")
     p.add_argument("--width", type=int, default=1600, help="image width in pixels (default 1600)")
     p.set_defaults(func=_run)
@@ -41,9 +43,18 @@ def _run(args: argparse.Namespace) -> int:
 
     track = load_track(args.track) if args.track else None
     with Reader(args.file) as r:
-        frames = r.frames(args.session)
-        times = (r.frame_times_us(args.session) - r.sessions[args.session].time_base_us) / 1e6
-        title = f"{args.file.name} session {args.session}" + (f" - {track.name}" if track else "")
+        if not r.sessions:
+            raise FormatError(f"{args.file}: no session to plot")
+        if args.session is None:
+            # A game's menus often make a short session before the driving one: plot the drive.
+            session = max(range(len(r.sessions)), key=lambda i: r.sessions[i].frame_count)
+        elif 0 <= args.session < len(r.sessions):
+            session = args.session
+        else:
+            raise FormatError(f"{args.file}: no session {args.session} (it has {len(r.sessions)})")
+        frames = r.frames(session)
+        times = (r.frame_times_us(session) - r.sessions[session].time_base_us) / 1e6
+        title = f"{args.file.name} session {session}" + (f" - {track.name}" if track else "")
         plot_session(
             frames, times, args.output, track=track, source=args.source, title=title, width_px=args.width
         )
