@@ -23,6 +23,7 @@ from itertools import pairwise
 import numpy as np
 
 from wrtfd.tracks.geometry import LanePath
+from wrtfd.tracks.laps import Lap
 
 __all__ = ["CarSpec", "CarState", "SimulatedLap", "Simulation"]
 
@@ -50,16 +51,9 @@ class CarSpec:
     max_steer_rad: float = 0.6
 
 
-@dataclass(frozen=True, slots=True)
-class SimulatedLap:
-    number: int
-    start_s: float
-    end_s: float
-    sector_times_s: tuple[float, ...]
-
-    @property
-    def time_s(self) -> float:
-        return self.end_s - self.start_s
+#: The simulator's own laps are the same record the lap detector produces, so the two compare
+#: field by field (the detector is checked against them).
+SimulatedLap = Lap
 
 
 @dataclass(frozen=True, slots=True)
