@@ -27,7 +27,7 @@ primitives is one ``unpack_from`` call.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -475,14 +475,9 @@ class _Compiler:
                     # A parameter's value is aligned from its own first byte.
                     out[name], _ = r(buf[pos:stop], 0, length)
                 elif pid & _PID_MUST_UNDERSTAND:
-                    raise DecodeError(
-                        f"{where}: unknown must-understand member id {member_id}",
-                        reason="cdr_must_understand",
-                    )
+                    raise _must_understand(where, member_id)
                 pos = stop
-            for m in members:
-                if m.name not in out:
-                    out[m.name] = _default(m.type)
+            _fill_absent(out, members)
             return out, pos
 
         return read_plist
@@ -523,17 +518,26 @@ class _Compiler:
                     name, r = entry
                     out[name], _ = r(buf, value_at, m_end)
                 elif em >> 31:
-                    raise DecodeError(
-                        f"{where}: unknown must-understand member id {member_id}",
-                        reason="cdr_must_understand",
-                    )
+                    raise _must_understand(where, member_id)
                 pos = m_end
-            for m in members:
-                if m.name not in out:
-                    out[m.name] = _default(m.type)
+            _fill_absent(out, members)
             return out, stop
 
         return read_mutable
+
+
+def _must_understand(where: str, member_id: int) -> DecodeError:
+    """A mutable struct member we do not know, flagged must-understand: the sample is unusable."""
+    return DecodeError(
+        f"{where}: unknown must-understand member id {member_id}", reason="cdr_must_understand"
+    )
+
+
+def _fill_absent(out: dict[str, Any], members: Sequence[Any]) -> None:
+    """Members a mutable struct's sender left out take their type's default value."""
+    for m in members:
+        if m.name not in out:
+            out[m.name] = _default(m.type)
 
 
 class CdrDecoder:
