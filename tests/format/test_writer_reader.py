@@ -327,3 +327,32 @@ def test_padding_is_zeroed_whatever_the_caller_passes(tmp_file: Callable[[str], 
         assert not raw[:, 9:16].any()
         assert list(raw[:, 8]) == [9] * 4
         assert np.array_equal(r.frames(0)["b"], garbage["b"])
+
+
+@pytest.mark.parametrize("pairs", [1, 6])  # 2 padding runs (checked by slices), 7 (by one gather)
+def test_every_padding_run_is_zeroed_and_the_callers_batch_is_untouched(
+    tmp_file: Callable[[str], Path], pairs: int
+) -> None:
+    """Spec 8.7, inner and trailing padding runs (N6): zeroed in the file, not in the caller's array."""
+    fields = [f for i in range(pairs) for f in (fld(f"a{i}", "uint8"), fld(f"b{i}", "float64"))]
+    schema = make_schema([*fields, fld("c", "uint16")])
+    size = schema.frame_size
+    assert size == 8 + 16 * pairs + 8  # per pair: a 1 B, pad 7 B, b 8 B; then c 2 B, pad 6 B
+    pad = np.ones(size, dtype=bool)
+    pad[:8] = False
+    for i in range(pairs):
+        pad[8 + 16 * i] = pad[16 + 16 * i : 24 + 16 * i] = False
+    pad[size - 8 : size - 6] = False
+    garbage = np.frombuffer(bytes(np.arange(3 * size, dtype=np.uint8) | 1), dtype=schema.frame_dtype).copy()
+    garbage["tick"] = [5, 6, 9]
+    before = garbage.tobytes()
+    path = tmp_file()
+    with Writer(path, schema, rate_hz=10, start_timestamp_us=START_US) as w:
+        w.begin_session()
+        w.write_frames(garbage)
+    assert garbage.tobytes() == before
+    with Reader(path) as r:
+        raw = r.frames(0).view(np.uint8).reshape(3, size)
+        assert not raw[:, pad].any()
+        assert np.array_equal(raw[:, ~pad][:, 8:], garbage.view(np.uint8).reshape(3, size)[:, ~pad][:, 8:])
+        assert list(r.frames(0)["tick"]) == [5, 6, 9]

@@ -56,6 +56,8 @@ __all__ = [
 _U64_MAX = 0xFFFFFFFFFFFFFFFF
 #: Batches at least this big go straight to write() instead of through the buffer (no copy).
 _DIRECT_WRITE_BYTES = 64 * 1024
+#: Up to this many padding runs per frame, write_frames checks them slice by slice.
+_PAD_RUNS_BY_SLICE = 4
 
 
 def _false_runs(mask: np.ndarray) -> list[tuple[int, int]]:
@@ -442,6 +444,15 @@ class Writer:
         self.last_tick = last
         self.frames_in_session += n
 
+    def _has_garbage_padding(self, rows: np.ndarray) -> bool:
+        """Any non-zero padding byte in ``rows`` (frames as a 2-d uint8 array)?"""
+        runs = self._pad_ranges
+        if not runs:
+            return False
+        if len(runs) <= _PAD_RUNS_BY_SLICE:  # a few runs: views, no copy of the batch
+            return any(rows[:, a:b].any() for a, b in runs)
+        return bool(rows[:, self._pad_cols].any())  # many runs: one gather beats a Python loop
+
     def write_frames(self, frames: np.ndarray) -> None:
         """Append a batch of frames (``schema.frame_dtype``, ticks in ``"tick"``): the fast path."""
         self._require_session()
@@ -453,7 +464,8 @@ class Writer:
         if len(frames) == 0:
             return
         ticks = frames["tick"]
-        if len(ticks) > 1 and not bool(np.all(ticks[1:] > ticks[:-1])):
+        # The ndarray methods, not np.all(): this runs once per batch on the hot path.
+        if len(ticks) > 1 and not np.greater(ticks[1:], ticks[:-1]).all():
             bad = int(np.flatnonzero(ticks[1:] <= ticks[:-1])[0]) + 1
             raise FormatError(
                 f"write_frames: tick {int(ticks[bad])} at index {bad} after {int(ticks[bad - 1])}: "
@@ -463,25 +475,23 @@ class Writer:
             raise FormatError(
                 f"tick {int(ticks[0])} after {self.last_tick}: ticks must strictly increase (N10)"
             )
-        fsize = self.schema.frame_size
-        rows: np.ndarray = np.ascontiguousarray(frames).view(np.uint8).reshape(len(frames), fsize)
-        if len(self._pad_cols) and rows[:, self._pad_cols].any():
+        rows: np.ndarray = np.ascontiguousarray(frames).view(np.uint8).reshape(len(frames), -1)
+        if self._has_garbage_padding(rows):
             # Padding must be zero (spec 8.7); arrays from np.empty or np.array(rows) have garbage.
             rows = rows.copy()
             rows[:, self._pad_cols] = 0
-        data: np.ndarray = rows.reshape(-1)
+        data = memoryview(rows.data).cast("B")
         self._count(int(ticks[0]), int(ticks[-1]), len(frames))
         if data.nbytes < min(self._buffer_limit, _DIRECT_WRITE_BYTES) and (
             len(self._buf) + data.nbytes < self._buffer_limit
         ):
-            self._buf += memoryview(data.data)
+            self._buf += data
             return
         # Large batch: write the buffer and the batch out together, without copying the batch.
         fd = self._check_open()
         pending = self._buf
         self._buf = bytearray()
-        batch = memoryview(data.data)
-        self._write_all(fd, [memoryview(pending), batch] if pending else [batch])
+        self._write_all(fd, [memoryview(pending), data] if pending else [data])
 
     def end_session(self, footer: Mapping[str, Any] | np.void | np.ndarray | None = None) -> None:
         """Write the session footer (frame count and last tick filled in, N2 spec order)."""
