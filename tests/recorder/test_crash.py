@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parents[2]
 RATE = 100
 # live.py's documented bound for a crash of the process: jitter_s + 1/rate + max(tick_s, close_s)
 # + batch_s (+ settle_s at the start of a session), with the child's policy (crash_child.POLICY)
-# and LiveRecorder's defaults tick_s = 0.05, close_s = 0.1.
-CRASH_BOUND_S = 0.05 + 1 / RATE + max(0.05, 0.1) + 0.05 + 0.1
+# and LiveRecorder's defaults tick_s = 0.1, close_s = 0.1.
+CRASH_BOUND_S = 0.05 + 1 / RATE + max(0.1, 0.1) + 0.05 + 0.1
 POWER_CUT_BOUND_S = CRASH_BOUND_S + 0.25  # + fsync_interval_s
 
 

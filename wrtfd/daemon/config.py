@@ -253,7 +253,7 @@ class RecorderConfig(_Model):
     fsync_interval_s: PositiveSeconds = 1.0
     #: How often the recorder's engine turns samples into frames: idle CPU against latency
     #: (frames reach the writer up to this much later; durability is bounded by fsync anyway).
-    engine_tick_s: Annotated[float, Field(ge=0.001, le=0.5)] = 0.05
+    engine_tick_s: Annotated[float, Field(ge=0.001, le=0.5)] = 0.1
     #: Bound of the intake between sources and the recorder, in samples.
     queue_size: Annotated[int, Field(ge=16, le=1_000_000)] = 4096
     #: File-level metadata ("Track", "Driver", ...), stored in every file.

@@ -29,19 +29,20 @@ changes a frame.
 Durability bound
 ----------------
 A sample received at time t reaches the intake at once, or at the source's next batched read
-(``read_interval_s``, 0.1 s for UDP; the step follows in the same wake-up); its tick can close
+(``read_interval_s``, 0.2 s for UDP; the step follows in the same wake-up); its tick can close
 at ``t + 1/rate_hz + jitter_s`` (the tick stays open for late samples) and is closed by the next
-step, at most ``max(tick_s, close_s, read_interval_s)`` later (0.1 s by default); the frame is
+step, at most ``max(tick_s, close_s, read_interval_s)`` later (0.2 s by default, the UDP read
+interval: reading a steady feed twice as often costs a third more CPU); the frame is
 queued for the writer thread at that step or the first one ``batch_s`` after the last batch, and
 written (``write()``, so it survives a crash of the process) right away, then fsynced at the
 latest ``fsync_interval_s`` later. So:
 
 * ``kill -9`` or a crash of wrtfd loses at most ``jitter_s + 1/rate + max(tick_s, close_s,
-  read_interval_s) + batch_s`` (defaults: 0.1 + 0.017 + 0.1 + 0.1 = about 0.32 s) of the newest
+  read_interval_s) + batch_s`` (defaults: 0.1 + 0.017 + 0.2 + 0.1 = about 0.42 s) of the newest
   data, plus ``settle_s`` (0.5 s) in the first moments of a session, whose tick grid is fixed
   only after that long;
-* a power cut loses at most that plus ``fsync_interval_s`` (default 1 s): about 1.3 s
-  (1.8 s at the very start of a session).
+* a power cut loses at most that plus ``fsync_interval_s`` (default 1 s): about 1.4 s
+  (1.9 s at the very start of a session).
 
 Nothing older is ever at risk: the format writer only appends whole records, a failed write is
 truncated back, and ``wrtfd repair`` finalizes a file that lost its footers (N11).
@@ -82,7 +83,7 @@ class LiveRecorder:
         *,
         metadata: Mapping[str, str] | None = None,
         intake_capacity: int = 4096,
-        tick_s: float = 0.05,
+        tick_s: float = 0.1,
         close_s: float = 0.1,
         idle_check_s: float = 1.0,
         max_backlog_s: float = 30.0,

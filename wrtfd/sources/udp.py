@@ -35,7 +35,7 @@ one). Datagrams wait in the kernel's buffer meanwhile (bounded and accounted, as
 receive times do not change. A socket found empty, a first datagram after a pause, or a faster
 feed goes back to a reader callback on the socket (one wake-up per arrival, at most ``batch``
 datagrams each). When the source stops, what is queued is still read. This adds up to
-``read_interval_s`` (default 0.1 s) to the time a sample takes to reach the recorder (see the
+``read_interval_s`` (default 0.2 s) to the time a sample takes to reach the recorder (see the
 durability bound in :mod:`wrtfd.recorder.live`); it does not make samples late: the recorder
 closes a tick only in a step, and a step comes after the batch that holds the tick's samples.
 
@@ -79,10 +79,12 @@ _MAX_KERNEL_AGE_NS = 1_000_000_000
 #: Datagrams read per wake-up before yielding to other tasks.
 DEFAULT_BATCH = 256
 #: Batched reads: how often a steady feed's socket is read (seconds; 0 disables batching).
-DEFAULT_READ_INTERVAL_S = 0.1
+DEFAULT_READ_INTERVAL_S = 0.2
 #: Batched reads only while a feed brings at most this many datagrams per interval (a faster
-#: one is read as it arrives, so the kernel buffer never holds more than this between reads).
-HOLD_MAX_DATAGRAMS = 64
+#: one is read as it arrives, so the kernel buffer never holds more than this between reads:
+#: 128 x the 2 KiB default datagram limit is a quarter of the default 1 MiB receive buffer).
+#: An F1 game sends 300-500 datagrams/s, 60-100 per interval.
+HOLD_MAX_DATAGRAMS = 128
 #: A rate is only measured between two reads this close together (else it is a first datagram).
 _RATE_WINDOW_S = 1.0
 
