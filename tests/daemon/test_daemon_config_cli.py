@@ -76,3 +76,104 @@ def test_show_default_records_into_the_state_directory(
     assert all(s["kind"] == "udp" and s["host"] == "0.0.0.0" for s in data["sources"])
     ports = [s["port"] for s in data["sources"]]
     assert len(ports) == len(set(ports))
+
+
+# -- recorder.schema: pinning the frame layout ----------------------------------------------------
+
+PINNED = (
+    '[[sources]]\nkind = "udp"\nprotocol = "forza"\nport = 5300\n'
+    'mapping = { include = ["speed", "engine_rpm"] }\n[recorder]\nschema = "frame.wrtf.yaml"\n'
+)
+
+
+def test_config_schema_pins_the_layout_and_check_catches_a_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from wrtfd.format import Schema
+
+    path = tmp_path / "c.toml"
+    path.write_text(PINNED)
+    assert main(["config", "check", str(path)]) == 2  # the pinned file does not exist yet
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"wrtfd: error: {path}: recorder.schema: {tmp_path / 'frame.wrtf.yaml'}: cannot read"
+    )
+    assert main(["config", "schema", "--config", str(path)]) == 0
+    text = capsys.readouterr().out
+    pinned = Schema.from_yaml(text)
+    assert set(pinned.frame_dtype["forza"].names) == {"speed", "engine_rpm"}
+    (tmp_path / "frame.wrtf.yaml").write_text(text)
+    assert main(["config", "check", str(path)]) == 0
+    capsys.readouterr()
+
+    path.write_text(PINNED.replace('"speed", "engine_rpm"', '"speed", "engine_rpm", "gear"'))
+    assert main(["config", "check", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"wrtfd: error: {path}: recorder.schema: the frame of recording group 'main' does not match "
+        f"{tmp_path / 'frame.wrtf.yaml'}: field forza.gear is not in the pinned definition "
+        "(`wrtfd config schema` prints the frame this config records)"
+    )
+    path.write_text(PINNED.replace('"speed", "engine_rpm"', '"engine_rpm"'))
+    assert main(["config", "check", str(path)]) == 2
+    assert "field forza.speed is missing" in capsys.readouterr().err
+    # `config schema` is how a deliberate change is pinned again: it ignores the old pin
+    assert main(["config", "schema", "--config", str(path), "-o", str(tmp_path / "frame.wrtf.yaml")]) == 0
+    assert main(["config", "check", str(path)]) == 0
+
+
+def test_recorder_schema_per_group_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "c.toml"
+    two = (
+        '[[sources]]\nkind = "udp"\nprotocol = "forza"\nport = 5300\ngroup = "forza"\n'
+        '[[sources]]\nkind = "udp"\nprotocol = "f1"\nport = 20777\ngroup = "f1"\n[recorder]\n'
+    )
+    path.write_text(two + 'schema = "frame.wrtf.yaml"\n')
+    assert main(["config", "check", str(path)]) == 2
+    assert (
+        "recorder.schema: 2 recording groups (f1, forza): give a table {group = path}"
+        in capsys.readouterr().err
+    )
+    path.write_text(two + 'schema = { forza = "forza.yaml", fr = "x.yaml" }\n')
+    assert main(["config", "check", str(path)]) == 2
+    assert "recorder.schema: no recording group 'fr' (groups: f1, forza)" in capsys.readouterr().err
+
+    path.write_text(two + 'schema = { forza = "forza.yaml" }\n')  # f1 is not pinned
+    assert main(["config", "schema", "--config", str(path)]) == 2
+    assert "2 recording groups (f1, forza): choose one with --group" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "config",
+                "schema",
+                "--config",
+                str(path),
+                "--group",
+                "forza",
+                "-o",
+                str(tmp_path / "forza.yaml"),
+            ]
+        )
+        == 0
+    )
+    assert main(["config", "check", str(path)]) == 0
+    capsys.readouterr()
+    (tmp_path / "forza.yaml").write_text((tmp_path / "forza.yaml").read_text().replace("speed", "sped"))
+    assert main(["config", "check", str(path)]) == 2
+    assert "group 'forza' does not match" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("3", "recorder.schema: expected a path (string), got 3"),
+        ("{ main = 3 }", "recorder.schema.main: expected a path (string), got 3"),
+    ],
+)
+def test_recorder_schema_type_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str, message: str
+) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(PINNED.replace('"frame.wrtf.yaml"', value))
+    assert main(["config", "check", str(path)]) == 2
+    assert capsys.readouterr().err == f"wrtfd: error: {path}: {message}\n"

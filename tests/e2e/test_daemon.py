@@ -180,8 +180,13 @@ _FORZA = '[[sources]]\nkind = "udp"\nprotocol = "forza"\nport = 5300\n'
         (_FORZA + 'options = { colour = "red" }\n', "", "sources[0].options: "),
         (_FORZA, 'file_template = "{nonsense}.wrtf"\n', "file_template"),
         (_FORZA, "rate_hz = 0\n", "recorder.rate_hz: expected greater than or equal to 1"),
+        (
+            _FORZA,
+            'schema = "/nonexistent/frame.wrtf.yaml"\n',
+            "recorder.schema: /nonexistent/frame.wrtf.yaml",
+        ),
     ],
-    ids=["type", "protocol", "unknown-key", "decoder-option", "recorder-template", "range"],
+    ids=["type", "protocol", "unknown-key", "decoder-option", "recorder-template", "range", "pinned-schema"],
 )
 def test_bad_config_exits_2_and_creates_nothing(
     tmp_path: Path, source: str, recorder_keys: str, message: str
@@ -380,7 +385,8 @@ def test_example_struct_feed_config_records_the_values_sent(tmp_path: Path) -> N
     import struct
     import tomllib
 
-    from wrtfd.format import Reader
+    from wrtfd.format import Reader, Schema
+    from wrtfd.format.schema import layout_difference
 
     port, status_port = free_port(socket.SOCK_DGRAM), free_port()
     out = tmp_path / "rec"
@@ -388,6 +394,13 @@ def test_example_struct_feed_config_records_the_values_sent(tmp_path: Path) -> N
     text = text.replace("port = 9100", f"port = {port}").replace("port = 8788", f"port = {status_port}")
     text = text.replace("[recorder]\n", f'[recorder]\noutput_dir = "{out}"\n')
     assert tomllib.loads(text)["sources"][0]["port"] == port
+    # Pin the frame layout the way an operator would: `wrtfd config schema`, then recorder.schema.
+    pin = tmp_path / "pin" / "frame.wrtf.yaml"
+    pin.parent.mkdir()
+    (pin.parent / "draft.toml").write_text(text)
+    made = run_cli("config", "schema", "--config", str(pin.parent / "draft.toml"), "-o", str(pin))
+    assert made.returncode == 0, made.stderr
+    text = text.replace("[recorder]\n", f'[recorder]\nschema = "{pin}"\n')
     d = Daemon(tmp_path, text, status_port=status_port).start()
     record = struct.Struct("<2s2xIH2xf")  # magic, t_ms, rpm*4, speed: the example's layout
     speeds = [10.0 + i for i in range(50)]
@@ -405,6 +418,7 @@ def test_example_struct_feed_config_records_the_values_sent(tmp_path: Path) -> N
     assert len(files) == 1 and run_cli("validate", str(files[0])).returncode == 0
     with Reader(files[0]) as r:
         assert r.rate_hz == 100
+        assert layout_difference(Schema.load(pin).frame_dtype, r.schema.frame_dtype) is None
         frames = [r.frames(i) for i in range(len(r.sessions))]
         got_speed = sorted({float(v) for f in frames for v in f["feed"]["speed"]})
         got_rpm = sorted({float(v) for f in frames for v in f["feed"]["rpm"]})

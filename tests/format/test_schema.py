@@ -330,3 +330,94 @@ def test_hostile_yaml_text_raises_only_schema_error(text: str) -> None:
         Schema.from_yaml(text)
     except SchemaError:
         pass
+
+
+# -- layout comparison (what `recorder.schema` pins) -------------------------------------------
+
+
+def test_layout_fields_name_every_leaf_with_offset_and_wrtf_type(car_schema: Schema) -> None:
+    """N6 offsets, struct arrays unrolled per element, enums as their uint32 storage."""
+    from wrtfd.format.schema import layout_fields
+
+    fields = layout_fields(car_schema.frame_dtype)
+    assert fields["tick"] == (0, "uint64")
+    wheels_at = car_schema.frame_dtype.fields["wheels"][1]  # type: ignore[index]
+    assert fields["wheels[0].temperature"] == (wheels_at, "float32")
+    assert fields["wheels[3].pressure"] == (wheels_at + 3 * 8 + 4, "float32")
+    assert "wheels[4].temperature" not in fields
+    state_at = car_schema.frame_dtype.fields["state"][1]  # type: ignore[index]
+    assert fields["state"] == (state_at, "uint32")
+    arr = layout_fields(make_schema([fld("a", "uint8"), fld("v", "float32", 3)]).frame_dtype)
+    assert arr["v"] == (12, "float32[3]")  # a at 8, padded to 12 (N6)
+
+
+@pytest.mark.parametrize(
+    ("frame", "expected"),
+    [
+        ([fld("speed", "float32"), fld("gear", "int8")], None),
+        ([fld("speed", "float32")], "field gear is missing"),
+        (
+            [fld("speed", "float32"), fld("gear", "int8"), fld("rpm", "float32")],
+            "field rpm is not in the pinned definition",
+        ),
+        (
+            [fld("rpm", "float32"), fld("speed", "float32"), fld("gear", "int8")],
+            "field rpm is not in the pinned definition",  # named before the moves it causes
+        ),
+        (
+            [fld("speed", "float64"), fld("gear", "int8")],
+            "field speed is float64 at byte 8, expected float32",
+        ),
+        (
+            [fld("gear", "int8"), fld("speed", "float32")],
+            "field speed is float32 at byte 12, expected float32 at byte 8",
+        ),
+    ],
+    ids=["same", "missing", "extra", "extra-first", "type", "moved"],
+)
+def test_layout_difference_names_the_first_difference(
+    frame: list[dict[str, Any]], expected: str | None
+) -> None:
+    from wrtfd.format.schema import layout_difference
+
+    pinned = make_schema([fld("speed", "float32"), fld("gear", "int8")]).frame_dtype
+    got = layout_difference(pinned, make_schema(frame).frame_dtype)
+    if expected is None:
+        assert got is None
+    else:
+        assert got is not None and got.startswith(expected), got
+
+
+def test_layout_difference_ignores_names_of_types_and_descriptions_only() -> None:
+    """The same bytes under other descriptions and a renamed enum type still match."""
+    from wrtfd.format.schema import layout_difference
+
+    enum = {"type": "enum", "description": "e", "values": [{"name": "a", "value": 0, "description": "a"}]}
+    a = make_schema([fld("s", "state_a")], types={"state_a": enum})
+    b = make_schema([{**fld("s", "state_b"), "description": "other"}], types={"state_b": enum})
+    assert layout_difference(a.frame_dtype, b.frame_dtype) is None
+    c = make_schema([fld("s", "float32", 2)])
+    d = make_schema([fld("s", "float32", 3)])
+    assert layout_difference(c.frame_dtype, d.frame_dtype) == (
+        "field s is float32[3] at byte 8, expected float32[2] at byte 8"
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_layout_difference_of_a_random_definition(data: st.DataObject) -> None:
+    """Equal to itself; dropping any one frame field is always reported as that field missing."""
+    from tests.format.strategies import definitions
+    from wrtfd.format.schema import layout_difference
+
+    d = data.draw(definitions())
+    full = Schema.from_dict(d)
+    assert layout_difference(full.frame_dtype, Schema.from_dict(d).frame_dtype) is None
+    fields = d["frame"]["fields"]
+    if len(fields) < 2:
+        return
+    i = data.draw(st.integers(0, len(fields) - 1))
+    smaller = {**d, "frame": {**d["frame"], "fields": fields[:i] + fields[i + 1 :]}}
+    got = layout_difference(full.frame_dtype, Schema.from_dict(smaller).frame_dtype)
+    assert got is not None and got.startswith(f"field {fields[i]['name']}"), got
+    assert "missing" in got

@@ -1,8 +1,9 @@
-"""``wrtfd config check FILE`` and ``wrtfd config show [--config FILE]``.
+"""``wrtfd config check FILE``, ``wrtfd config show [--config FILE]`` and ``wrtfd config schema``.
 
 ``check`` validates a config exactly as ``wrtfd run`` would at start (schema, key paths,
 protocols) without opening any socket or file. ``show`` prints the effective config, defaults
-filled in, as TOML: the file you would write to get the same behaviour.
+filled in, as TOML: the file you would write to get the same behaviour. ``schema`` prints the
+frame definition (WRTF YAML) a recording group records, the file ``recorder.schema`` pins.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ def register(subparsers: Any) -> None:
     show = sub.add_parser("show", help="print the effective config with defaults, as TOML")
     show.add_argument("--config", type=Path, help="config file (default: as `wrtfd run` would choose)")
     show.set_defaults(func=_show)
+    schema = sub.add_parser(
+        "schema", help="print the frame definition the config records (what recorder.schema pins)"
+    )
+    schema.add_argument("--config", type=Path, help="config file (default: as `wrtfd run` would choose)")
+    schema.add_argument("--group", help="recording group (needed when the config has several)")
+    schema.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
+    schema.set_defaults(func=_schema)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -53,7 +61,7 @@ def _show(args: argparse.Namespace) -> int:
     from wrtfd.daemon.toml_out import dumps
 
     loaded = load_effective_config(args.config)
-    data = loaded.config.model_dump(mode="json")
+    data = loaded.config.model_dump(mode="json", by_alias=True)
     data["recorder"]["output_dir"] = str(loaded.output_dir())
     ordered = []
     for src, cfg in zip(data["sources"], loaded.config.sources, strict=True):
@@ -72,4 +80,31 @@ def _show(args: argparse.Namespace) -> int:
     data["sources"] = ordered
     sys.stdout.write(f"# effective wrtfd config (from: {loaded.origin})\n")
     sys.stdout.write(dumps(data))
+    return 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from wrtfd.daemon.config import load_effective_config
+    from wrtfd.daemon.wiring import composed_schemas
+    from wrtfd.errors import ConfigError
+
+    loaded = load_effective_config(args.config)
+    schemas = composed_schemas(loaded)
+    group = args.group
+    if group is None:
+        if len(schemas) > 1:
+            raise ConfigError(
+                f"{loaded.origin}: {len(schemas)} recording groups ({', '.join(sorted(schemas))}):"
+                " choose one with --group"
+            )
+        group = next(iter(schemas))
+    if group not in schemas:
+        raise ConfigError(
+            f"{loaded.origin}: no recording group {group!r} (groups: {', '.join(sorted(schemas))})"
+        )
+    text = schemas[group].yaml_text
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        args.output.write_text(text, encoding="utf-8")
     return 0

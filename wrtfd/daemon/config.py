@@ -25,7 +25,9 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     ValidationError,
     field_validator,
     model_validator,
@@ -74,6 +76,19 @@ DEFAULT_GROUP = "main"
 Port = Annotated[int, Field(ge=1, le=65535)]
 PositiveSeconds = Annotated[float, Field(gt=0, le=86400 * 7)]
 LoosePath = Annotated[Path, Field(strict=False)]
+
+
+def _path_or_table(value: Any) -> str:
+    return "<table>" if isinstance(value, dict) else "<path>"
+
+
+#: ``recorder.schema``: one path, or a table of group -> path. The tags (skipped in error paths)
+#: make pydantic report the one form that was meant, not both.
+PinnedSchema = Annotated[
+    Annotated[LoosePath, Tag("<path>")]
+    | Annotated[dict[Annotated[str, Field(pattern=SOURCE_NAME_PATTERN)], LoosePath], Tag("<table>")],
+    Discriminator(_path_or_table),
+]
 
 
 class _Model(BaseModel):
@@ -258,6 +273,12 @@ class RecorderConfig(_Model):
     queue_size: Annotated[int, Field(ge=16, le=1_000_000)] = 4096
     #: File-level metadata ("Track", "Driver", ...), stored in every file.
     metadata: dict[str, str] = Field(default_factory=dict)
+    #: Pin the frame layout: a WRTF definition (``wrtfd config schema`` writes one) that the
+    #: frame composed from the sources must match, checked at start, so that a changed config or
+    #: an upgrade cannot silently change what downstream tools read. A path for the only
+    #: recording group, or a table ``{group = path}``. Relative to the config file.
+    #: (``schema`` in the file; the attribute name avoids pydantic's deprecated ``schema()``.)
+    frame_schema: PinnedSchema | None = Field(default=None, alias="schema")
 
 
 class StatusConfig(_Model):
@@ -316,6 +337,20 @@ class Config(_Model):
                     f" (sources[{tracked[src.group_name]}] in group {src.group_name!r} has one already)"
                 )
             tracked[src.group_name] = i
+        pinned = self.recorder.frame_schema
+        groups = sorted({src.group_name for src in self.sources})
+        if isinstance(pinned, dict):
+            unknown = sorted(set(pinned) - set(groups))
+            if unknown:
+                raise ValueError(
+                    f"recorder.schema: no recording group {', '.join(map(repr, unknown))}"
+                    f" (groups: {', '.join(groups)})"
+                )
+        elif pinned is not None and len(groups) > 1:
+            raise ValueError(
+                f"recorder.schema: {len(groups)} recording groups ({', '.join(groups)}):"
+                " give a table {group = path}"
+            )
         bound: list[tuple[int, str, int]] = []
         for i, src in enumerate(self.sources):
             if isinstance(src, UdpSourceConfig) and src.port is not None:
@@ -351,6 +386,14 @@ class LoadedConfig(BaseModel):
 
     def track_path(self, src: _SourceBase) -> Path | None:
         return None if src.track is None else self.resolve(src.track)
+
+    def schema_path(self, group: str) -> Path | None:
+        """The definition ``recorder.schema`` pins for ``group`` (None: not pinned)."""
+        pinned = self.config.recorder.frame_schema
+        if isinstance(pinned, dict):
+            path = pinned.get(group)
+            return None if path is None else self.resolve(path)
+        return None if pinned is None else self.resolve(pinned)
 
 
 def state_directory(env: Mapping[str, str]) -> Path | None:
@@ -406,6 +449,8 @@ def _loc_path(loc: Sequence[int | str], data: object) -> str:
             continue
         if isinstance(node, dict) and item not in node and node.get("kind") == item:
             continue  # the discriminated union's tag, added by pydantic
+        if item.startswith("<"):
+            continue  # a tag of a union told apart by type (PinnedSchema)
         parts.append(f".{item}" if parts else item)
         node = node.get(item) if isinstance(node, dict) else None
     return "".join(parts)

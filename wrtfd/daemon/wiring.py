@@ -31,6 +31,7 @@ from wrtfd.daemon.mapping import SampleTransform, apply_mapping
 from wrtfd.daemon.supervise import Backoff
 from wrtfd.decoders.base import Sample
 from wrtfd.errors import ConfigError, WrtfdError
+from wrtfd.format.schema import Schema, layout_difference
 from wrtfd.sources.base import SampleSink, Source
 
 if TYPE_CHECKING:
@@ -288,7 +289,12 @@ def mapped_sink(sink: SampleSink, transform: SampleTransform | None) -> SampleSi
 
 
 def _recorder(
-    loaded: LoadedConfig, built: Sequence[BuiltSource], output_dir: Path, env: Mapping[str, str] | None = None
+    loaded: LoadedConfig,
+    built: Sequence[BuiltSource],
+    output_dir: Path,
+    env: Mapping[str, str] | None = None,
+    *,
+    check_pins: bool = True,
 ) -> Any:
     """One live recorder per recording group, behind the single-recorder interface.
 
@@ -310,7 +316,27 @@ def _recorder(
         groups[group] = build_recorder(
             loaded, group_built, output_dir, env, derived=derived, metadata=metadata
         )
+        if check_pins:
+            check_pinned_schema(loaded, group, groups[group].recorder.schema)
     return RecorderGroups(groups, {b.source.name: b.config.group_name for b in built})
+
+
+def check_pinned_schema(loaded: LoadedConfig, group: str, composed: Schema) -> None:
+    """``recorder.schema``: the group's composed frame must have the pinned layout, byte for byte."""
+    path = loaded.schema_path(group)
+    if path is None:
+        return
+    where = f"{loaded.origin}: recorder.schema"
+    try:
+        pinned = Schema.load(path)
+    except (WrtfdError, OSError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    difference = layout_difference(pinned.frame_dtype, composed.frame_dtype)
+    if difference is not None:
+        raise ConfigError(
+            f"{where}: the frame of recording group {group!r} does not match {path}: {difference}"
+            " (`wrtfd config schema` prints the frame this config records)"
+        )
 
 
 def check_buildable(loaded: LoadedConfig) -> list[BuiltSource]:
@@ -318,6 +344,16 @@ def check_buildable(loaded: LoadedConfig) -> list[BuiltSource]:
     built = [build_source(loaded, i, src) for i, src in enumerate(loaded.config.sources)]
     _recorder(loaded, built, loaded.output_dir())
     return built
+
+
+def composed_schemas(loaded: LoadedConfig) -> dict[str, Schema]:
+    """Per recording group, the frame definition this config records (``wrtfd config schema``).
+
+    Not checked against ``recorder.schema``: this is how a changed layout is pinned again.
+    """
+    built = [build_source(loaded, i, src) for i, src in enumerate(loaded.config.sources)]
+    recorder = _recorder(loaded, built, loaded.output_dir(), check_pins=False)
+    return {group: live.recorder.schema for group, live in recorder.groups.items()}
 
 
 def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Any:

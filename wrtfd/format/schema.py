@@ -28,6 +28,8 @@ __all__ = [
     "Schema",
     "StructDef",
     "covered_bytes",
+    "layout_difference",
+    "layout_fields",
     "leaf_column",
 ]
 
@@ -504,3 +506,53 @@ def covered_bytes(dtype: np.dtype[Any]) -> np.ndarray:
 
     mark(dtype, 0)
     return mask
+
+
+_PRIMITIVE_NAMES = {dt.str: name for name, dt in PRIMITIVES.items()}
+
+
+def layout_fields(dtype: np.dtype[Any]) -> dict[str, tuple[int, str]]:
+    """Every leaf of a record layout: dotted path -> (byte offset, WRTF type such as ``float32[4]``).
+
+    Enums show as their storage type (``uint32``): the bytes are what is compared.
+    """
+    out: dict[str, tuple[int, str]] = {}
+
+    def walk(dt: np.dtype[Any], base: int, path: str) -> None:
+        if dt.subdtype is not None:
+            sub, shape = dt.subdtype
+            if sub.names is None:
+                out[path] = (base, f"{_PRIMITIVE_NAMES.get(sub.str, sub.str)}{list(shape)}")
+                return
+            for i in range(int(np.prod(shape))):
+                walk(sub, base + i * sub.itemsize, f"{path}[{i}]")
+            return
+        if dt.names is None:
+            out[path] = (base, _PRIMITIVE_NAMES.get(dt.str, dt.str))
+            return
+        for name in dt.names:
+            fdt, off = dt.fields[name][:2]  # type: ignore[index]
+            walk(fdt, base + off, f"{path}.{name}" if path else name)
+
+    walk(dtype, 0, "")
+    return out
+
+
+def layout_difference(expected: np.dtype[Any], actual: np.dtype[Any]) -> str | None:
+    """The first way ``actual`` differs from ``expected`` as a record layout (None: same bytes).
+
+    Missing and extra fields are named before moved ones (an added field moves all after it).
+    """
+    want, got = layout_fields(expected), layout_fields(actual)
+    for label, first, second in (("missing", want, got), ("not in the pinned definition", got, want)):
+        absent = [p for p in first if p not in second]
+        if absent:
+            more = f" (and {len(absent) - 1} more)" if len(absent) > 1 else ""
+            return f"field {absent[0]} is {label}{more}"
+    for path, (off, kind) in want.items():
+        g_off, g_kind = got[path]
+        if (g_off, g_kind) != (off, kind):
+            return f"field {path} is {g_kind} at byte {g_off}, expected {kind} at byte {off}"
+    if expected.itemsize != actual.itemsize:
+        return f"frame size is {actual.itemsize} bytes, expected {expected.itemsize}"
+    return None
