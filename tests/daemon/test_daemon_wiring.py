@@ -78,6 +78,21 @@ def test_build_udp_source_with_protocol_default_port(tmp_path: Path) -> None:
     assert [f["name"] for f in built.definition["frame"]["fields"]] == ["speed"]
 
 
+def test_udp_read_interval_reaches_the_source(tmp_path: Path) -> None:
+    """The CPU / crash-bound trade-off is the user's: default 0.2 s, any value in [0, 1] passed on."""
+    from wrtfd.sources.udp import DEFAULT_READ_INTERVAL_S
+
+    sources = [
+        {"kind": "udp", "protocol": "f1"},
+        {"kind": "udp", "protocol": "forza", "read_interval_s": 0.1},
+        {"kind": "udp", "protocol": "outgauge", "read_interval_s": 0},
+    ]
+    loaded = _loaded({"sources": sources}, tmp_path)
+    got = [build_source(loaded, i, s).source.read_interval_s for i, s in enumerate(loaded.config.sources)]
+    assert got == [DEFAULT_READ_INTERVAL_S, 0.1, 0.0]
+    assert DEFAULT_READ_INTERVAL_S == 0.2
+
+
 def test_bad_decoder_option_is_a_config_error_at_its_key(tmp_path: Path) -> None:
     loaded = _loaded(
         {"sources": [{"kind": "udp", "protocol": "forza", "port": 5300, "options": {"colour": "red"}}]},

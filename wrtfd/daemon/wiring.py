@@ -183,6 +183,7 @@ def build_source(loaded: LoadedConfig, index: int, src: SourceConfig) -> BuiltSo
                 allow_from=src.allow_from,
                 max_datagram_bytes=src.max_datagram_bytes,
                 rcvbuf_bytes=src.rcvbuf_bytes,
+                read_interval_s=src.read_interval_s,
             )
             address = f"udp {src.host}:{port}"
         elif isinstance(src, AssettoCorsaSourceConfig):
