@@ -8,17 +8,23 @@ every channel of an all-float source (the common case for game telemetry).
 
 Mixed-type sources (F1, Forza: floats, ints, bools and per-car arrays) take a second fast path:
 a decoder sends the same channels in the same order every time, so for each such set of keys a
-structured view of just those fields is built once, and the whole sample is stored with one
-tuple assignment (numpy converts field by field in C, with the same conversions as storing each
-channel alone). If it fails (a value that does not fit), the row is restored and the
-per-channel path stores what fits and counts the rest, exactly as without the fast path.
+store is compiled once. First choice: one ``struct`` pack of every value (arrays flattened) and
+a copy of the packed bytes into the row, run by run (several times cheaper than numpy's
+conversion of a tuple of Python objects, which discovers the type of every element). ``struct``
+is stricter than numpy (a float for an int field, a float32 overflow, a short array): then the
+sample takes the second choice, a structured view of just those fields stored with one tuple
+assignment (numpy converts field by field in C, with the same conversions as storing each
+channel alone). If that fails too (a value that does not fit), the row is restored and the
+per-channel path stores what fits and counts the rest, exactly as without the fast paths. A
+store that keeps failing for a key set is not tried again for it.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Mapping, Sequence
+import struct
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,6 +36,71 @@ _NAN = math.nan
 _MAX_PLANS = 32
 #: A key set whose fast store failed this often is no longer tried (per-channel path only).
 _MAX_PLAN_FAILURES = 3
+
+
+#: numpy primitive -> struct code (little-endian, no alignment: the offsets come from the dtype).
+_STRUCT_CODES = {
+    "<f4": "f", "<f8": "d", "|i1": "b", "|u1": "B", "<i2": "h", "<u2": "H",
+    "<i4": "i", "<u4": "I", "<i8": "q", "<u8": "Q", "|b1": "?",
+}  # fmt: skip
+
+
+class _PackedStore:
+    """One key set's store as a ``struct`` pack plus byte copies into the row (module docstring)."""
+
+    __slots__ = ("flatten", "packer", "runs")
+
+    def __init__(
+        self,
+        flatten: Callable[[tuple[Any, ...]], tuple[Any, ...]],
+        packer: struct.Struct,
+        runs: tuple[tuple[int, int, int], ...],
+    ) -> None:
+        self.flatten = flatten
+        self.packer = packer
+        self.runs = runs  # (row offset, packed offset, length)
+
+    @classmethod
+    def compile(cls, dt: np.dtype[Any], keys: tuple[str, ...]) -> _PackedStore | None:
+        """None when a field has no struct code (nested struct, other byte order)."""
+        fields: Mapping[str, Any] = dt.fields or {}
+        placed: list[tuple[int, int, str, int | None]] = []  # row offset, key index, code, count
+        for i, key in enumerate(keys):
+            fdt, offset = fields[key][:2]
+            base, shape = (fdt.base, fdt.shape) if fdt.shape else (fdt, ())
+            code = _STRUCT_CODES.get(base.str)
+            if code is None or len(shape) > 1:
+                return None
+            placed.append((offset, i, code, shape[0] if shape else None))
+        placed.sort()
+        parts: list[str] = []
+        checks: list[str] = []  # arrays one short and one long must not add up to a valid pack
+        fmt: list[str] = []
+        runs: list[tuple[int, int, int]] = []
+        packed_at = 0
+        for offset, i, code, count in placed:
+            size = struct.calcsize("<" + code) * (count or 1)
+            if runs and runs[-1][0] + runs[-1][2] == offset:
+                row_at, p_at, length = runs[-1]
+                runs[-1] = (row_at, p_at, length + size)
+            else:
+                runs.append((offset, packed_at, size))
+            packed_at += size
+            fmt.append(f"{count}{code}" if count is not None else code)
+            parts.append(f"*v[{i}]" if count is not None else f"v[{i}]")
+            if count is not None:
+                checks.append(f"len(v[{i}]) != {count}")
+        check = f"    if {' or '.join(checks)}:\n        raise ValueError\n" if checks else ""
+        source = f"def flatten(v):\n{check}    return ({', '.join(parts)},)\n"
+        namespace: dict[str, Any] = {}
+        exec(compile(source, "<SourceRow>", "exec"), namespace)
+        return cls(namespace["flatten"], struct.Struct("<" + "".join(fmt)), tuple(runs))
+
+    def store(self, row: memoryview, values: tuple[Any, ...]) -> None:
+        """Everything that can fail (struct.error, TypeError, ...) happens before the row is touched."""
+        packed = self.packer.pack(*self.flatten(values))
+        for row_at, p_at, length in self.runs:
+            row[row_at : row_at + length] = packed[p_at : p_at + length]
 
 
 def _store(view: np.ndarray, value: Any) -> None:
@@ -71,6 +142,7 @@ class SourceRow:
         "_getter",
         "_plans",
         "_raw",
+        "_raw_mv",
         "_scalar",
         "_sub",
         "_views",
@@ -112,15 +184,18 @@ class SourceRow:
         self._all = frozenset(self.names)
         # The source's bytes in the held row (restored when a fast store fails half-way).
         self._raw: np.ndarray | None = None
+        self._raw_mv: memoryview | None = None
         self._backup: np.ndarray | None = None
         if held.flags.c_contiguous and len(held) == 1:
             start = held.dtype.fields[field][1]  # type: ignore[index]
             self._raw = held.view(np.uint8)[start : start + dt.itemsize]
+            self._raw_mv = memoryview(self._raw.data)
             self._backup = np.empty(dt.itemsize, dtype=np.uint8)
-        self._plans: dict[tuple[str, ...], list[Any]] = {}  # keys -> [view or None, failures]
+        # keys -> [packed store or None, view or None, failures of each]
+        self._plans: dict[tuple[str, ...], list[Any]] = {}
 
     def _plan(self, keys: tuple[str, ...]) -> list[Any]:
-        """The tuple-store view for this key order (None: not possible, per-channel path)."""
+        """The fast stores for this key order: ``[packed, view, failures, failures]`` (None: not possible)."""
         dt = self._sub.dtype
         fields: Mapping[str, Any] = dt.fields or {}
         view = None
@@ -139,7 +214,8 @@ class SourceRow:
                 }
             )
             view = self._sub.view(plan_dt)
-        plan = [view, 0]
+        packed = _PackedStore.compile(dt, keys) if view is not None and self._raw_mv is not None else None
+        plan = [packed, view, 0, 0]
         if len(self._plans) < _MAX_PLANS:
             self._plans[keys] = plan
         return plan
@@ -156,7 +232,18 @@ class SourceRow:
         elif values:
             keys = tuple(values)
             plan = self._plans.get(keys) or self._plan(keys)
-            view = plan[0]
+            packed = plan[0]
+            if packed is not None:
+                try:
+                    packed.store(self._raw_mv, tuple(values.values()))
+                    if plan[2]:
+                        plan[2] = 0  # failures count in a row: a rare odd value keeps the store
+                    return 0, 0
+                except Exception:  # stricter than numpy (or a hostile value): row untouched, try the view
+                    plan[2] += 1
+                    if plan[2] >= _MAX_PLAN_FAILURES:
+                        plan[0] = None
+            view = plan[1]
             if view is not None:
                 raw = self._raw
                 backup = self._backup
@@ -166,9 +253,9 @@ class SourceRow:
                     return 0, 0
                 except Exception:  # a value that does not fit: restore, store channel by channel
                     raw[:] = backup  # type: ignore[index]
-                    plan[1] += 1
-                    if plan[1] >= _MAX_PLAN_FAILURES:
-                        plan[0] = None
+                    plan[3] += 1
+                    if plan[3] >= _MAX_PLAN_FAILURES:
+                        plan[1] = None
         unknown = bad = 0
         views = self._views
         scalar = self._scalar
