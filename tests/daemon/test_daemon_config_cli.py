@@ -177,3 +177,21 @@ def test_recorder_schema_type_errors(
     path.write_text(PINNED.replace('"frame.wrtf.yaml"', value))
     assert main(["config", "check", str(path)]) == 2
     assert capsys.readouterr().err == f"wrtfd: error: {path}: {message}\n"
+
+
+@pytest.mark.parametrize("form", ['"frame.wrtf.yaml"', '{ main = "frame.wrtf.yaml" }'])
+def test_show_prints_the_pinned_schema_resolved_and_the_listing_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], form: str
+) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(PINNED.replace('"frame.wrtf.yaml"', form))
+    assert main(["config", "schema", "--config", str(path), "-o", str(tmp_path / "frame.wrtf.yaml")]) == 0
+    assert main(["config", "show", "--config", str(path)]) == 0
+    shown = capsys.readouterr().out
+    pinned = tomllib.loads(shown)["recorder"]["schema"]
+    want = str(tmp_path / "frame.wrtf.yaml")
+    assert pinned == (want if form.startswith('"') else {"main": want})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "shown.toml").write_text(shown)  # absolute paths: the listing works from anywhere
+    assert main(["config", "check", str(elsewhere / "shown.toml")]) == 0

@@ -63,6 +63,11 @@ def _show(args: argparse.Namespace) -> int:
     loaded = load_effective_config(args.config)
     data = loaded.config.model_dump(mode="json", by_alias=True)
     data["recorder"]["output_dir"] = str(loaded.output_dir())
+    pinned = data["recorder"].get("schema")  # paths shown resolved, like definitions and tracks
+    if isinstance(pinned, str):
+        data["recorder"]["schema"] = str(loaded.resolve(Path(pinned)))
+    elif isinstance(pinned, dict):
+        data["recorder"]["schema"] = {g: str(loaded.resolve(Path(p))) for g, p in pinned.items()}
     ordered = []
     for src, cfg in zip(data["sources"], loaded.config.sources, strict=True):
         src["name"] = cfg.source_name
