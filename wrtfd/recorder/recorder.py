@@ -327,21 +327,12 @@ def _coalesce(ops: Iterable[Op]) -> list[Op]:
             run.append(op.frames)
             continue
         if run:
-            out.append(FramesOp(run[0] if len(run) == 1 else _join(run)))
+            out.append(FramesOp(run[0] if len(run) == 1 else join_records(run)))
             run = []
         out.append(op)
     if run:
-        out.append(FramesOp(run[0] if len(run) == 1 else _join(run)))
+        out.append(FramesOp(run[0] if len(run) == 1 else join_records(run)))
     return out
-
-
-def _join(arrays: list[np.ndarray]) -> np.ndarray:
-    """Concatenate frame blocks as bytes, then view them as frames: no array of the (wide,
-    nested) frame dtype is allocated, which costs more than the copy itself."""
-    dtype = arrays[0].dtype
-    if any(a.dtype != dtype for a in arrays):
-        return join_records(arrays)
-    return np.concatenate([np.ascontiguousarray(a).view(np.uint8) for a in arrays]).view(dtype)
 
 
 def replay(
