@@ -2,12 +2,16 @@
 
 Durability is the point of the design (power can be cut at any moment):
 
-* every byte goes out in whole records (file header + metadata, session header, frames, session
+* the file only grows by appending (file header + metadata, session header, frames, session
   footer, document footer), so the file on disk is always a valid prefix that the scanning reader
   (N11) can read and ``repair`` can finalize;
 * records are buffered in memory and written by :meth:`Writer.flush` (automatically once the buffer
-  holds ``buffer_bytes``); :meth:`Writer.fsync` also forces them to the disk, so a caller bounds
-  what a crash loses by how often it calls them;
+  holds ``buffer_bytes``), which always leaves the file ending on a record boundary;
+  :meth:`Writer.fsync` also forces them to the disk, so a caller bounds what a crash loses by how
+  often it calls them. A large batch of frames goes to ``write()`` directly, up to the last page
+  boundary it reaches (page-aligned writes cost the kernel less); the rest, less than a page, is
+  buffered, so until the next write the file can end inside a frame (a torn last frame, which the
+  reader skips and ``repair`` drops);
 * a failed write (``ENOSPC``, ``EIO``) truncates the file back to the end of the last record that
   was completely written before, rolls the writer's state back to that point and re-raises the
   ``OSError``: nothing already on disk becomes unreadable.
@@ -54,10 +58,13 @@ __all__ = [
 ]
 
 _U64_MAX = 0xFFFFFFFFFFFFFFFF
-#: Batches at least this big go straight to write() instead of through the buffer (no copy).
+#: Batches at least this big go straight to write() instead of through the buffer (no copy, up
+#: to a page boundary; see the module docstring).
 _DIRECT_WRITE_BYTES = 64 * 1024
 #: Up to this many padding runs per frame, write_frames checks them slice by slice.
 _PAD_RUNS_BY_SLICE = 4
+#: Direct writes end on a multiple of this (the page size): the kernel copies whole pages faster.
+_ALIGN_BYTES = 4096
 
 
 def _false_runs(mask: np.ndarray) -> list[tuple[int, int]]:
@@ -242,7 +249,10 @@ class Writer:
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if exist_ok else os.O_EXCL)
         self._fd: int | None = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
         self._buf = bytearray()
-        self._flushed = 0  # file size after the last successful flush: always a record boundary
+        self._flushed = 0  # file size after the last successful write
+        # The end of the last complete record on disk (what a failed write truncates back to):
+        # _flushed, except while a direct write has left the end of a frame in the buffer.
+        self._boundary = 0
         self._entries: list[SessionEntry] = []
         self._session_offset: int | None = None
         self.frames_in_session = 0
@@ -310,8 +320,14 @@ class Writer:
         if len(self._buf) >= self._buffer_limit:
             self.flush()
 
-    def _write_all(self, fd: int, parts: list[memoryview]) -> None:
-        """Write ``parts`` at ``_flushed``; on failure truncate back, roll back, re-raise."""
+    def _write_all(
+        self, fd: int, parts: list[memoryview], boundary: tuple[int, tuple[Any, ...]] | None = None
+    ) -> None:
+        """Write ``parts`` at ``_flushed``; on failure truncate back, roll back, re-raise.
+
+        ``boundary``: (file offset, writer state) of the last complete record when ``parts`` end
+        inside one (the rest stays buffered); by default they end on a record boundary.
+        """
         total = sum(len(p) for p in parts)
         done = 0
         try:
@@ -331,14 +347,18 @@ class Writer:
         except OSError:
             self._buf.clear()
             self._restore(self._saved)
+            self._flushed = self._boundary
             try:
-                os.ftruncate(fd, self._flushed)
-                os.lseek(fd, self._flushed, os.SEEK_SET)
+                os.ftruncate(fd, self._boundary)
+                os.lseek(fd, self._boundary, os.SEEK_SET)
             except OSError:
                 pass
             raise
         self._flushed += done
-        self._saved = self._state()
+        if boundary is None:
+            self._boundary, self._saved = self._flushed, self._state()
+        else:
+            self._boundary, self._saved = boundary
 
     def flush(self) -> None:
         """Hand buffered records to the OS (they survive a crash of this process, not a power cut)."""
@@ -348,7 +368,7 @@ class Writer:
             self._buf = bytearray()
             self._write_all(fd, [memoryview(data)])
         else:
-            self._saved = self._state()
+            self._boundary, self._saved = self._flushed, self._state()
 
     def fsync(self) -> None:
         """Flush and force everything written so far onto the disk (survives a power cut)."""
@@ -481,17 +501,35 @@ class Writer:
             rows = rows.copy()
             rows[:, self._pad_cols] = 0
         data = memoryview(rows.data).cast("B")
+        before = self._state()
         self._count(int(ticks[0]), int(ticks[-1]), len(frames))
         if data.nbytes < min(self._buffer_limit, _DIRECT_WRITE_BYTES) and (
             len(self._buf) + data.nbytes < self._buffer_limit
         ):
             self._buf += data
             return
-        # Large batch: write the buffer and the batch out together, without copying the batch.
+        # Large batch: write the buffer and the batch out together, without copying the batch,
+        # up to a page boundary when buffering is on; the rest (less than a page) stays buffered.
         fd = self._check_open()
         pending = self._buf
         self._buf = bytearray()
-        self._write_all(fd, [memoryview(pending), data] if pending else [data])
+        head = len(data)
+        if self._buffer_limit >= _ALIGN_BYTES:
+            head -= (self._flushed + len(pending) + len(data)) % _ALIGN_BYTES
+        if head == len(data) or head <= 0:
+            self._write_all(fd, [memoryview(pending), data] if pending else [data])
+            return
+        whole = head // self.schema.frame_size  # frames of this batch complete on disk
+        n_entries, session_offset, n_frames, first, last = before
+        if whole:
+            first = int(ticks[0]) if first is None else first
+            last = int(ticks[whole - 1])
+        boundary = (
+            self._flushed + len(pending) + whole * self.schema.frame_size,
+            (n_entries, session_offset, n_frames + whole, first, last),
+        )
+        self._write_all(fd, [memoryview(pending), data[:head]] if pending else [data[:head]], boundary)
+        self._buf = bytearray(data[head:])
 
     def end_session(self, footer: Mapping[str, Any] | np.void | np.ndarray | None = None) -> None:
         """Write the session footer (frame count and last tick filled in, N2 spec order)."""

@@ -1,0 +1,152 @@
+"""Large batches go to write() up to a page boundary, the rest of the batch stays buffered: the
+file stays a readable prefix (N11), and a failed write still truncates back to the last complete
+frame with the writer's counters matching the disk."""
+
+from __future__ import annotations
+
+import resource
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.format.conftest import START_US, fld, make_schema
+from wrtfd.format import Reader, Writer, validate_file
+
+# 24-byte frames: a page boundary falls inside a frame most of the time
+SCHEMA = make_schema([fld("x", "float32"), fld("n", "uint32"), fld("k", "uint16")])
+PAGE = 4096
+
+
+def _frames(ticks: range | list[int]) -> np.ndarray:
+    a = np.zeros(len(ticks), dtype=SCHEMA.frame_dtype)
+    a["tick"] = list(ticks)
+    a["x"] = np.asarray(list(ticks), dtype=np.float32) / 4
+    a["n"] = list(ticks)
+    return a
+
+
+def _on_disk(path: Path) -> list[int]:
+    with Reader(path) as r:
+        return [int(t) for i in range(len(r.sessions)) for t in r.frames(i)["tick"]]
+
+
+@pytest.fixture
+def file_size_limit() -> Iterator[Callable[[int], None]]:
+    """Writes past a size fail for real (EFBIG via RLIMIT_FSIZE), like a full disk."""
+    old_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        yield lambda n: resource.setrlimit(resource.RLIMIT_FSIZE, (n, old_limit[1]))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
+        signal.signal(signal.SIGXFSZ, old_handler)
+
+
+def test_a_large_batch_ends_its_write_on_a_page_boundary(tmp_path: Path) -> None:
+    path = tmp_path / "a.wrtf"
+    w = Writer(path, SCHEMA, rate_hz=100, start_timestamp_us=START_US)
+    w.begin_session()
+    w.write_frames(_frames(range(5000)))  # 120,000 bytes: a direct write
+    size = path.stat().st_size
+    assert size % PAGE == 0 and 0 < w.bytes_written - size < PAGE  # the rest is buffered
+    assert _on_disk(path) == list(range((size - (w.bytes_written - 5000 * 24)) // 24))  # N11 prefix
+    w.flush()
+    assert path.stat().st_size == w.bytes_written and _on_disk(path) == list(range(5000))
+    w.close()
+    assert validate_file(path) == [] and _on_disk(path) == list(range(5000))
+
+
+def test_unbuffered_writer_writes_every_batch_whole(tmp_path: Path) -> None:
+    path = tmp_path / "u.wrtf"
+    w = Writer(path, SCHEMA, rate_hz=100, start_timestamp_us=START_US, buffer_bytes=0)
+    w.begin_session()
+    w.write_frames(_frames(range(5000)))
+    assert path.stat().st_size == w.bytes_written  # buffer_bytes=0: nothing held back
+    w.close()
+
+
+def test_a_failed_flush_of_a_split_frame_truncates_to_the_last_complete_frame(
+    tmp_path: Path, file_size_limit: Callable[[int], None]
+) -> None:
+    path = tmp_path / "f.wrtf"
+    w = Writer(path, SCHEMA, rate_hz=100, start_timestamp_us=START_US)
+    w.begin_session()
+    w.write_frames(_frames(range(4800)))
+    on_disk = path.stat().st_size
+    frames_at = w.bytes_written - 4800 * 24
+    assert (on_disk - frames_at) % 24 != 0  # the page boundary cut a frame
+    complete = (on_disk - frames_at) // 24
+    file_size_limit(on_disk + 1)  # the rest of the batch can't go out
+    with pytest.raises(OSError):
+        w.flush()
+    file_size_limit(1 << 40)
+    assert path.stat().st_size == frames_at + complete * 24  # the torn frame is gone
+    assert w.frames_in_session == complete and w.last_tick == complete - 1 and w.first_tick == 0
+    assert w.bytes_written == path.stat().st_size
+    w.write_frames(_frames(range(complete, complete + 10)))
+    w.close()
+    assert validate_file(path) == []
+    assert _on_disk(path) == list(range(complete + 10))
+
+
+def test_a_failed_direct_write_rolls_back_to_before_the_batch(
+    tmp_path: Path, file_size_limit: Callable[[int], None]
+) -> None:
+    path = tmp_path / "d.wrtf"
+    w = Writer(path, SCHEMA, rate_hz=100, start_timestamp_us=START_US)
+    w.begin_session()
+    w.write_frames(_frames(range(5000)))
+    w.flush()
+    good = path.stat().st_size
+    file_size_limit(good + 50_000)  # the next batch's write fails half-way
+    with pytest.raises(OSError):
+        w.write_frames(_frames(range(5000, 10000)))
+    file_size_limit(1 << 40)
+    assert path.stat().st_size == good and w.bytes_written == good
+    assert w.frames_in_session == 5000 and w.last_tick == 4999
+    w.write_frames(_frames(range(6000, 6003)))
+    w.close()
+    assert _on_disk(path) == [*range(5000), 6000, 6001, 6002]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 7000), st.sampled_from(["none", "flush", "check", "session"])),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_property_mixed_batches_flushes_and_sessions(
+    tmp_path_factory: pytest.TempPathFactory, steps: list
+) -> None:
+    """Any mix of small and large batches, flushes and new sessions: the file is always a readable
+    prefix of what was written, and the closed file holds exactly every frame."""
+    path = tmp_path_factory.mktemp("p") / "p.wrtf"
+    w = Writer(path, SCHEMA, rate_hz=100, start_timestamp_us=START_US)
+    w.begin_session()
+    written: list[int] = []
+    tick = 0
+    for n, action in steps:
+        w.write_frames(_frames(range(tick, tick + n)))
+        written += range(tick, tick + n)
+        tick += n + 1
+        if action == "flush":
+            w.flush()
+            assert _on_disk(path) == written
+        elif action == "check":
+            got = _on_disk(path)
+            assert got == written[: len(got)]  # a prefix, the rest still buffered
+            assert path.stat().st_size <= w.bytes_written
+        elif action == "session":
+            w.begin_session()
+            tick = 0
+    w.close()
+    assert validate_file(path) == []
+    with Reader(path) as r:
+        assert [int(t) for i in range(len(r.sessions)) for t in r.frames(i)["tick"]] == written
