@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import resource
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +84,19 @@ def tmp_file(tmp_path: Path) -> Callable[[str], Path]:
         return tmp_path / name
 
     return make
+
+
+@pytest.fixture
+def file_size_limit() -> Iterator[Callable[[int], None]]:
+    """Make writes past a size fail for real (EFBIG via RLIMIT_FSIZE), like a full disk."""
+    old_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+    def set_limit(n: int) -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (n, old_limit[1]))
+
+    try:
+        yield set_limit
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
+        signal.signal(signal.SIGXFSZ, old_handler)

@@ -4,9 +4,7 @@ frame with the writer's counters matching the disk."""
 
 from __future__ import annotations
 
-import resource
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -33,18 +31,6 @@ def _frames(ticks: range | list[int]) -> np.ndarray:
 def _on_disk(path: Path) -> list[int]:
     with Reader(path) as r:
         return [int(t) for i in range(len(r.sessions)) for t in r.frames(i)["tick"]]
-
-
-@pytest.fixture
-def file_size_limit() -> Iterator[Callable[[int], None]]:
-    """Writes past a size fail for real (EFBIG via RLIMIT_FSIZE), like a full disk."""
-    old_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
-    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    try:
-        yield lambda n: resource.setrlimit(resource.RLIMIT_FSIZE, (n, old_limit[1]))
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
-        signal.signal(signal.SIGXFSZ, old_handler)
 
 
 def test_a_large_batch_ends_its_write_on_a_page_boundary(tmp_path: Path) -> None:

@@ -3,10 +3,8 @@ external definitions (N5), durability on failed writes."""
 
 from __future__ import annotations
 
-import resource
-import signal
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -217,22 +215,6 @@ def test_n11_crashed_file_reads_by_scanning(car_schema: Schema, tmp_file: Callab
         assert r.sessions[0].footer_offset is not None and r.sessions[1].footer_offset is None
         assert r.sessions[1].torn_bytes == car_schema.frame_size // 2
         assert list(r.frames(1)["speed"]) == [0.0, 1.0, 2.0, 3.0, 4.0]
-
-
-@pytest.fixture
-def file_size_limit() -> Iterator[Callable[[int], None]]:
-    """Make writes past a size fail for real (EFBIG via RLIMIT_FSIZE), like a full disk."""
-    old_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
-    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-
-    def set_limit(n: int) -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (n, old_limit[1]))
-
-    try:
-        yield set_limit
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
-        signal.signal(signal.SIGXFSZ, old_handler)
 
 
 def test_failed_write_truncates_to_last_complete_record(
