@@ -501,31 +501,32 @@ class Writer:
             rows = rows.copy()
             rows[:, self._pad_cols] = 0
         data = memoryview(rows.data).cast("B")
-        before = self._state()
-        self._count(int(ticks[0]), int(ticks[-1]), len(frames))
         if data.nbytes < min(self._buffer_limit, _DIRECT_WRITE_BYTES) and (
             len(self._buf) + data.nbytes < self._buffer_limit
         ):
+            self._count(int(ticks[0]), int(ticks[-1]), len(frames))
             self._buf += data
             return
         # Large batch: write the buffer and the batch out together, without copying the batch,
         # up to a page boundary when buffering is on; the rest (less than a page) stays buffered.
         fd = self._check_open()
+        n_entries, session_offset, n_frames, first, last = self._state()
+        self._count(int(ticks[0]), int(ticks[-1]), len(frames))
         pending = self._buf
         self._buf = bytearray()
+        start = self._flushed + len(pending)  # file offset of the batch
         head = len(data)
         if self._buffer_limit >= _ALIGN_BYTES:
-            head -= (self._flushed + len(pending) + len(data)) % _ALIGN_BYTES
+            head -= (start + len(data)) % _ALIGN_BYTES
         if head == len(data) or head <= 0:
             self._write_all(fd, [memoryview(pending), data] if pending else [data])
             return
         whole = head // self.schema.frame_size  # frames of this batch complete on disk
-        n_entries, session_offset, n_frames, first, last = before
         if whole:
             first = int(ticks[0]) if first is None else first
             last = int(ticks[whole - 1])
         boundary = (
-            self._flushed + len(pending) + whole * self.schema.frame_size,
+            start + whole * self.schema.frame_size,
             (n_entries, session_offset, n_frames + whole, first, last),
         )
         self._write_all(fd, [memoryview(pending), data[:head]] if pending else [data[:head]], boundary)
