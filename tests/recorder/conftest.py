@@ -14,7 +14,8 @@ START_US = 1_700_000_000_000_000
 PERIOD_60_NS = 1e9 / 60
 
 
-def _session() -> dict[str, Any]:
+def session_section() -> dict[str, Any]:
+    """The session part every recorder test definition shares (a start timestamp header)."""
     return {
         "description": "d",
         "header": {
@@ -26,7 +27,7 @@ def _session() -> dict[str, Any]:
 
 GAME_DEF: dict[str, Any] = {
     "version": "1.0",
-    "session": _session(),
+    "session": session_section(),
     "frame": {
         "description": "game",
         "fields": [
@@ -49,7 +50,7 @@ GPS_DEF: dict[str, Any] = {
             ],
         }
     },
-    "session": _session(),
+    "session": session_section(),
     "frame": {
         "description": "gps",
         "fields": [

@@ -13,19 +13,14 @@ from pathlib import Path
 
 import anyio
 
+from tests.recorder.conftest import session_section
 from wrtfd.decoders.base import Sample
 from wrtfd.recorder import LiveRecorder, Recorder, RecorderPolicy, SourceSpec
 
 RATE = 100
 DEFINITION = {
     "version": "1.0",
-    "session": {
-        "description": "d",
-        "header": {
-            "description": "h",
-            "fields": [{"name": "start_timestamp", "type": "uint64", "description": "t"}],
-        },
-    },
+    "session": session_section(),
     "frame": {
         "description": "f",
         "fields": [

@@ -10,20 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.recorder.conftest import PERIOD_60_NS, START_US, T0_NS
+from tests.recorder.conftest import PERIOD_60_NS, START_US, T0_NS, session_section
 from wrtfd.decoders.base import Sample
 from wrtfd.format import Reader, repair_file, validate_file
 from wrtfd.recorder import Recorder, RecorderPolicy, SourceSpec
 
 WIDE_DEF = {
     "version": "1.0",
-    "session": {
-        "description": "d",
-        "header": {
-            "description": "h",
-            "fields": [{"name": "start_timestamp", "type": "uint64", "description": "t"}],
-        },
-    },
+    "session": session_section(),
     "frame": {
         "description": "f",
         "fields": [

@@ -340,9 +340,14 @@ def check_pinned_schema(loaded: LoadedConfig, group: str, composed: Schema) -> N
         )
 
 
+def build_sources(loaded: LoadedConfig) -> list[BuiltSource]:
+    """Every configured source, in config order (nothing bound or opened yet)."""
+    return [build_source(loaded, i, src) for i, src in enumerate(loaded.config.sources)]
+
+
 def check_buildable(loaded: LoadedConfig) -> list[BuiltSource]:
     """What ``wrtfd config check`` adds to validation: every decoder, source and policy builds."""
-    built = [build_source(loaded, i, src) for i, src in enumerate(loaded.config.sources)]
+    built = build_sources(loaded)
     _recorder(loaded, built, loaded.output_dir())
     return built
 
@@ -352,7 +357,7 @@ def composed_schemas(loaded: LoadedConfig) -> dict[str, Schema]:
 
     Not checked against ``recorder.schema``: this is how a changed layout is pinned again.
     """
-    built = [build_source(loaded, i, src) for i, src in enumerate(loaded.config.sources)]
+    built = build_sources(loaded)
     recorder = _recorder(loaded, built, loaded.output_dir(), check_pins=False)
     return {group: live.recorder.schema for group, live in recorder.groups.items()}
 
@@ -361,7 +366,7 @@ def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Any:
     """Build every part of the daemon; raises ConfigError before anything is created on disk."""
     from wrtfd.daemon.app import Daemon, SourceHandle
 
-    built = [build_source(loaded, i, src) for i, src in enumerate(loaded.config.sources)]
+    built = build_sources(loaded)
     output_dir = loaded.output_dir(env)
     recorder = _recorder(loaded, built, output_dir, env)
     handles = [
