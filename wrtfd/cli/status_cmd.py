@@ -76,9 +76,10 @@ def _url(args: argparse.Namespace) -> str:
 
 def _status(args: argparse.Namespace) -> int:
     from wrtfd.daemon.status_client import fetch_status
+    from wrtfd.errors import StatusError
 
     if args.timeout <= 0 or (args.watch is not None and args.watch <= 0):
-        raise SystemExit("wrtfd: error: --timeout and --watch take a positive number of seconds")
+        raise StatusError("--timeout and --watch take a positive number of seconds")
     url = _url(args)
     if args.watch is None:
         answer = fetch_status(url, timeout_s=args.timeout)
