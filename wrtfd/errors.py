@@ -11,6 +11,8 @@
      +-- ConfigError            configuration is invalid (file and key path given)
      +-- TrackError             a track file is unreadable or invalid
      +-- ImportFormatError      a foreign recording (CARLA, .zddsrec) is unreadable
+     +-- ServiceError           installing or removing the systemd service cannot go on
+     +-- StatusError            a daemon's status endpoint is unreachable or answers nonsense
 
 The CLI turns any of these into one line on stderr and a non-zero exit code.
 """
@@ -24,7 +26,9 @@ __all__ = [
     "FormatError",
     "ImportFormatError",
     "SchemaError",
+    "ServiceError",
     "SourceError",
+    "StatusError",
     "TrackError",
     "WrtfdError",
 ]
@@ -79,3 +83,11 @@ class TrackError(WrtfdError):
 
 class ImportFormatError(WrtfdError):
     """A foreign recording (CARLA recorder, .zddsrec) could not be read."""
+
+
+class ServiceError(WrtfdError):
+    """``wrtfd service install/uninstall`` cannot go on (not root, no systemd, a step failed)."""
+
+
+class StatusError(WrtfdError):
+    """``wrtfd status`` got no usable answer from the daemon (unreachable, timeout, not JSON)."""

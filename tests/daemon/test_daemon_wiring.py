@@ -131,11 +131,19 @@ def test_example_simrig_and_struct_feed_build(tmp_path: Path) -> None:
         check_buildable(load_config(REPO / "config" / name))
 
 
+def test_example_incar_builds_with_its_shipped_dbc() -> None:
+    built = check_buildable(load_config(REPO / "config" / "incar.toml"))
+    can = next(b for b in built if b.config.source_name == "can")
+    fields = {f["name"] for f in can.definition["frame"]["fields"]}
+    assert {"rpm", "throttle", "brake_pressure", "steering_angle", "wheel_speed_fl"} <= fields
+
+
 def test_example_incar_builds_with_a_real_dbc(tmp_path: Path, shared_data: Path) -> None:
     text = (REPO / "config" / "incar.toml").read_text()
     dbc = shared_data / "can" / "subaru" / "sample_can_spec.dbc"
     path = tmp_path / "incar.toml"
-    path.write_text(text.replace("/etc/wrtfd/car.dbc", str(dbc)))
+    assert '"example-car.dbc"' in text
+    path.write_text(text.replace('"example-car.dbc"', f'"{dbc}"'))
     loaded = load_config(path)
     check_buildable(loaded)
     gps, can = loaded.config.sources

@@ -27,6 +27,8 @@ __all__ = ["build_parser", "main"]
 COMMAND_MODULES: tuple[str, ...] = (
     "wrtfd.cli.run",
     "wrtfd.cli.config_cmd",
+    "wrtfd.cli.status_cmd",
+    "wrtfd.cli.service_cmd",
     "wrtfd.cli.info",
     "wrtfd.cli.validate",
     "wrtfd.cli.dump",

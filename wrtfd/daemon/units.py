@@ -19,7 +19,15 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["INSTALLED_BINARY", "VerifyResult", "main", "verify_units"]
+__all__ = [
+    "INSTALLED_BINARY",
+    "VerifyResult",
+    "main",
+    "security_exposure",
+    "systemd_quote",
+    "verify_units",
+    "with_command",
+]
 
 INSTALLED_BINARY = "/usr/local/bin/wrtfd"
 EXAMPLE_INSTANCE = "example"
@@ -50,6 +58,22 @@ def local_wrtfd() -> str:
     return found
 
 
+def systemd_quote(arg: str) -> str:
+    """One ``ExecStart=`` argument as systemd reads it back: ``%`` and ``$`` are escaped,
+    and an argument with blanks, quotes or backslashes is double-quoted."""
+    arg = arg.replace("%", "%%").replace("$", "$$")
+    if arg and not any(ch.isspace() or ch in "\"'\\;" for ch in arg):
+        return arg
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def with_command(unit_text: str, command: Sequence[str]) -> str:
+    """``unit_text`` with the shipped :data:`INSTALLED_BINARY` of its ``Exec*=`` lines replaced
+    by ``command`` (e.g. ``["/opt/wrtfd/bin/wrtfd"]`` or ``[python, "-m", "wrtfd"]``)."""
+    quoted = " ".join(systemd_quote(a) for a in command)
+    return _EXEC_LINE.sub(lambda m: m.group(1) + quoted + m.group(2), unit_text)
+
+
 def _instance_name(name: str) -> str:
     stem, sep, suffix = name.partition("@.")
     return f"{stem}@{EXAMPLE_INSTANCE}.{suffix}" if sep else name
@@ -62,13 +86,7 @@ def verify_units(paths: Sequence[Path], *, analyze: str = "systemd-analyze") -> 
         raise FileNotFoundError(f"{analyze} not found (apt-get install systemd)")
     exe = local_wrtfd()
     with tempfile.TemporaryDirectory(prefix="wrtfd-units-") as tmp:
-        copies = []
-        for path in paths:
-            text = path.read_text()
-            text = _EXEC_LINE.sub(lambda m: m.group(1) + exe + m.group(2), text)
-            copy = Path(tmp) / _instance_name(path.name)
-            copy.write_text(text)
-            copies.append(str(copy))
+        copies = _copies(paths, Path(tmp), exe)
         proc = subprocess.run(
             [binary, "verify", "--man=no", *copies],
             capture_output=True,
@@ -78,6 +96,45 @@ def verify_units(paths: Sequence[Path], *, analyze: str = "systemd-analyze") -> 
         )
     output = (proc.stdout + proc.stderr).replace(tmp + "/", "")
     return VerifyResult(proc.returncode, output)
+
+
+def _copies(paths: Sequence[Path], tmp: Path, exe: str) -> list[str]:
+    """Copies of ``paths`` in ``tmp`` running ``exe``; templates named as an example instance."""
+    copies = []
+    for path in paths:
+        copy = tmp / _instance_name(path.name)
+        copy.write_text(with_command(path.read_text(), [exe]))
+        copies.append(str(copy))
+    return copies
+
+
+_EXPOSURE = re.compile(r"Overall exposure level for (\S+): (\d+(?:\.\d+)?)")
+
+
+def security_exposure(paths: Sequence[Path], *, analyze: str = "systemd-analyze") -> dict[str, float]:
+    """``systemd-analyze security --offline=true`` of each unit file: unit name -> exposure
+    (0.0 best, 10.0 worst). Offline, so it needs no running systemd; a template is rated as
+    its example instance. Raises FileNotFoundError without systemd-analyze, ValueError when its
+    output has no overall level."""
+    binary = shutil.which(analyze)
+    if binary is None:
+        raise FileNotFoundError(f"{analyze} not found (apt-get install systemd)")
+    exe = local_wrtfd()
+    scores: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="wrtfd-units-") as tmp:
+        for copy in _copies(paths, Path(tmp), exe):
+            proc = subprocess.run(
+                [binary, "security", "--offline=true", "--no-pager", copy],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            found = _EXPOSURE.search(proc.stdout + proc.stderr)
+            if found is None:
+                raise ValueError(f"systemd-analyze security {Path(copy).name}: {proc.stderr.strip()}")
+            scores[found.group(1)] = float(found.group(2))
+    return scores
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -223,6 +223,7 @@ class LiveRecorder:
             "frame_rate_hz": self._frame_rate,
             "progress": self.progress + self._writes,
             "derived_errors": rec.derived_errors,
+            "derived": rec.session_summaries(),
             "per_source": {name: c.as_dict() for name, c in counters.items()},
         }
 

@@ -251,6 +251,11 @@ class Recorder:
         footer.update(self._summaries())
         return footer
 
+    def session_summaries(self) -> dict[str, Any]:
+        """The derived channels' footer values of the session in progress, so far (laps:
+        ``lap_count``, ``best_lap_ms``, ...); empty outside a session. For status, not files."""
+        return self._summaries() if self.scheduler.in_session else {}
+
     def _summaries(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for d in self.derived:

@@ -1,0 +1,194 @@
+"""The terminal view of a ``/status`` snapshot (``wrtfd status``), like ``systemctl status``.
+
+Pure: a snapshot dict in, rich renderables out; the command decides where they go. Colour is
+the console's business (rich enables it only on a terminal and honours ``NO_COLOR``), so the
+same text reads the same in a pipe. The snapshot comes from the network: every value is read
+defensively (a missing or odd key shows as ``-``, never a traceback).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import PurePath
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["format_age", "format_bytes", "format_duration", "format_lap", "render_status"]
+
+_STATE_STYLE = {
+    "receiving": "green",
+    "listening": "yellow",
+    "starting": "yellow",
+    "reconnecting": "red",
+    "failed": "bold red",
+    "stopped": "dim",
+    "ok": "green",
+    "stalled": "bold red",
+    "failing": "bold red",
+}
+
+
+def format_bytes(value: object) -> str:
+    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+        return "-"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return "-"  # unreachable
+
+
+def format_duration(seconds: object) -> str:
+    """``3 s``, ``4 min 05 s``, ``2 h 03 min``, ``3 d 04 h``."""
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
+        return "-"
+    s = int(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return f"{s // 86400} d {s % 86400 // 3600:02d} h"
+
+
+def format_age(seconds: object) -> str:
+    if seconds is None:
+        return "never"
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+        return "-"
+    return f"{seconds:.1f} s ago" if seconds < 60 else f"{format_duration(seconds)} ago"
+
+
+def format_lap(ms: object) -> str:
+    """``1:23.456`` from milliseconds; ``-`` for none (0)."""
+    if not isinstance(ms, int) or isinstance(ms, bool) or ms <= 0:
+        return "-"
+    minutes, rest = divmod(ms, 60_000)
+    return f"{minutes}:{rest // 1000:02d}.{rest % 1000:03d}"
+
+
+def _count(value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "-"
+    return f"{value:,.0f}"
+
+
+def _map(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _state(value: object) -> Text:
+    text = str(value) if value is not None else "-"
+    return Text(text, style=_STATE_STYLE.get(text, ""))
+
+
+def _table(*columns: str) -> Table:
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold", expand=False)
+    for name in columns:
+        table.add_column(name, no_wrap=True)
+    return table
+
+
+def _groups(rec: Mapping[str, Any]) -> Table:
+    table = _table(
+        "GROUP", "STATE", "FILE", "SIZE", "SESSION", "FRAMES", "RATE", "DROPPED", "LAPS", "BEST LAP"
+    )
+    groups = _map(rec.get("groups")) or {"main": rec}
+    for name, raw in groups.items():
+        g = _map(raw)
+        file = g.get("file")
+        laps = _map(_map(g.get("derived")).get("laps"))
+        best = format_lap(laps.get("best_lap_ms"))
+        if best != "-":
+            best += f" (lap {laps.get('best_lap_number')})"
+        session = g.get("session")
+        rate = g.get("frame_rate_hz")
+        table.add_row(
+            str(name),
+            _state(g.get("state")),
+            PurePath(str(file)).name if file else "-",
+            format_bytes(g.get("bytes")) if file else "-",
+            f"#{session}" if g.get("in_session") and isinstance(session, int) else "-",
+            _count(g.get("session_frames") if g.get("in_session") else g.get("frames")),
+            f"{rate:.0f}/s" if isinstance(rate, int | float) else "-",
+            _count(g.get("dropped_ticks")),
+            _count(laps.get("lap_count")) if laps else "-",
+            best,
+        )
+    return table
+
+
+def _sources(sources: Mapping[str, Any]) -> Table:
+    table = _table("SOURCE", "PROTOCOL", "STATE", "RATE", "SAMPLES", "DROPPED", "LAST SAMPLE", "DETAIL")
+    for name, raw in sources.items():
+        s = _map(raw)
+        dropped = _map(s.get("dropped"))
+        drop_text = _count(s.get("dropped_total"))
+        if dropped:
+            worst = max(dropped.items(), key=lambda kv: kv[1] if isinstance(kv[1], int) else 0)
+            drop_text += f" ({worst[0]}: {_count(worst[1])})" if len(dropped) == 1 else f" (most {worst[0]})"
+        rate = s.get("rate_hz")
+        detail = str(s.get("detail") or "")
+        if s.get("required"):
+            detail = f"required; {detail}" if detail else "required"
+        restarts = s.get("restarts")
+        if isinstance(restarts, int) and restarts:
+            detail += f"; {restarts} restart(s)"
+        table.add_row(
+            str(name),
+            f"{s.get('kind', '-')}/{s.get('protocol', '-')}",
+            _state(s.get("state")),
+            f"{rate:.1f} Hz" if isinstance(rate, int | float) else "-",
+            _count(s.get("samples")),
+            drop_text,
+            format_age(s.get("last_sample_age_s")),
+            detail,
+        )
+    return table
+
+
+def _disk(disk: Mapping[str, Any]) -> str:
+    where = str(disk.get("path", "-"))
+    if disk.get("error"):
+        return f"{where}: {disk['error']}"
+    text = f"{where}: {format_bytes(disk.get('free_bytes'))} free of {format_bytes(disk.get('total_bytes'))}"
+    minimum = disk.get("min_free_bytes")
+    if isinstance(minimum, int) and minimum:
+        text += f" (minimum {format_bytes(minimum)})"
+    return text
+
+
+def render_status(snapshot: Mapping[str, Any], *, url: str, unicode: bool = True) -> RenderableType:
+    """Everything ``wrtfd status`` shows for one snapshot."""
+    healthy = bool(snapshot.get("healthy"))
+    problems = [str(p) for p in snapshot.get("problems") or [] if p]
+    dot = "●" if unicode else "*"
+    head = Text.assemble(
+        (dot + " ", "bold green" if healthy and not problems else "bold red"),
+        (f"wrtfd {snapshot.get('version', '?')}", "bold"),
+        ": ",
+        ("healthy", "green")
+        if healthy and not problems
+        else (f"unhealthy ({len(problems)} problem(s))", "red"),
+    )
+    facts = _table("", "")
+    facts.show_header = False
+    facts.add_row("  config", str(snapshot.get("config", "-")))
+    facts.add_row(
+        "  daemon",
+        f"pid {snapshot.get('pid', '-')}, up {format_duration(snapshot.get('uptime_s'))}, status {url}",
+    )
+    facts.add_row("  disk", _disk(_map(snapshot.get("disk"))))
+    parts: list[RenderableType] = [head, facts, Text(""), _groups(_map(snapshot.get("recorder")))]
+    parts += [Text(""), _sources(_map(snapshot.get("sources")))]
+    if problems:
+        parts.append(Text(""))
+        parts.append(Text("PROBLEMS", style="bold"))
+        mark = "✗" if unicode else "x"
+        parts += [Text(f"{mark} {p}", style="red") for p in problems]
+    return Group(*parts)
