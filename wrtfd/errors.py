@@ -11,6 +11,7 @@
      +-- ConfigError            configuration is invalid (file and key path given)
      +-- TrackError             a track file is unreadable or invalid
      +-- ImportFormatError      a foreign recording (CARLA, .zddsrec) is unreadable
+     +-- ExportError            an export cannot be written (missing extra, format limits)
 
 The CLI turns any of these into one line on stderr and a non-zero exit code.
 """
@@ -21,6 +22,7 @@ __all__ = [
     "ConfigError",
     "CorruptFileError",
     "DecodeError",
+    "ExportError",
     "FormatError",
     "ImportFormatError",
     "SchemaError",
@@ -79,3 +81,8 @@ class TrackError(WrtfdError):
 
 class ImportFormatError(WrtfdError):
     """A foreign recording (CARLA recorder, .zddsrec) could not be read."""
+
+
+class ExportError(WrtfdError):
+    """An export cannot be written: an optional dependency is missing, or the recording does
+    not fit the target format (the message says which limit)."""
