@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from wrtfd.tracks.laps import format_lap_time
+
 __all__ = ["format_lap_time", "register"]
 
 
@@ -31,13 +33,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--session", type=int, help="only this session (default: all)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_run)
-
-
-def format_lap_time(seconds: float) -> str:
-    """``1:23.456`` from 83.456 s; ``42.100`` under a minute."""
-    ms = round(seconds * 1000)
-    minutes, rest = divmod(ms, 60_000)
-    return f"{minutes}:{rest / 1000:06.3f}" if minutes else f"{rest / 1000:.3f}"
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -22,17 +22,13 @@ from wrtfd.format.export import export_frames, frame_chunks, select_sessions
 from wrtfd.format.reader import Reader, ticks_to_time_us
 from wrtfd.format.spec import SCHEMA_METADATA_KEY
 from wrtfd.tracks.analysis import session_laps
+from wrtfd.tracks.laps import format_lap_time
 from wrtfd.tracks.model import Track
 
 __all__ = ["export_mcap"]
 
 _CHUNK = 4096
 LOG_SCHEMA_BYTES = json.dumps(LOG_SCHEMA, separators=(",", ":")).encode()
-
-
-def _format_lap(seconds: float) -> str:
-    minutes, rest = divmod(seconds, 60.0)
-    return f"{int(minutes)}:{rest:06.3f}"
 
 
 def export_mcap(
@@ -110,7 +106,7 @@ def _session_logs(
         for lap in laps.laps:
             t_ns = first_ns + round(lap.end_s * 1e9)
             mark = " (best)" if lap is best else ""
-            text = f"session {index} lap {lap.number}: {_format_lap(lap.time_s)}{mark}"
+            text = f"session {index} lap {lap.number}: {format_lap_time(lap.time_s)}{mark}"
             out.append((t_ns, log_message(t_ns, LogLevel.INFO, text)))
     out.append((last_ns, log_message(last_ns, LogLevel.INFO, f"session {index} end")))
     out.sort(key=lambda item: item[0])
