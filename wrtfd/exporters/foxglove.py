@@ -177,12 +177,18 @@ class Topic:
     gps: tuple[str, str, str | None] | None = None  # for LocationFix topics: the fields
 
     @property
+    def template(self) -> str:
+        """The message as a ``%`` template over (session, tick, *values as JSON text)."""
+        fields = ",".join(f"{json.dumps(k)}:%s" for k in ("session", "tick", *self.keys))
+        return "{" + fields + "}"
+
+    @property
     def schema_bytes(self) -> bytes:
         return json.dumps(self.schema, separators=(",", ":")).encode()
 
 
-def _columns(frames: np.ndarray, leaves: Sequence[Leaf]) -> list[list[Any]]:
-    """Per leaf, the chunk's values as JSON-ready Python objects."""
+def _json_columns(frames: np.ndarray, leaves: Sequence[Leaf]) -> list[list[Any]]:
+    """Per leaf, the chunk's values as JSON text (ints may stay ints: ``%s`` prints them)."""
     out: list[list[Any]] = []
     for lf in leaves:
         col = frames
@@ -190,13 +196,17 @@ def _columns(frames: np.ndarray, leaves: Sequence[Leaf]) -> list[list[Any]]:
             col = col[p] if isinstance(p, str) else col[..., p]
         if lf.kind == "text":
             raw = np.ascontiguousarray(col).view(f"S{col.shape[-1]}").reshape(len(col))
-            out.append([b.decode("utf-8", "replace") for b in raw])
+            out.append([json.dumps(b.decode("utf-8", "replace")) for b in raw])
         elif lf.kind in ("float32", "float64"):
             ok = np.isfinite(col)
-            values = col.tolist()
-            if not ok.all():
-                values = [v if good else None for v, good in zip(values, ok.tolist(), strict=True)]
-            out.append(values)
+            if ok.all():
+                out.append([repr(v) for v in col.tolist()])
+            else:  # JSON has no NaN or infinity
+                out.append(
+                    [repr(v) if good else "null" for v, good in zip(col.tolist(), ok.tolist(), strict=True)]
+                )
+        elif lf.kind == "bool":
+            out.append(["true" if v else "false" for v in col.tolist()])
         else:
             out.append(col.tolist())
     return out
@@ -269,16 +279,12 @@ class FoxgloveEncoder:
             if t.gps is not None:
                 per_topic.append(self._fixes(t, frames, times_ns, dumps))
                 continue
-            cols = _columns(frames, t.leaves)
-            keys = ("session", "tick", *t.keys)
-            msgs: list[bytes | None] = (
-                [
-                    dumps(dict(zip(keys, (session, tick, *row), strict=True))).encode()
-                    for tick, row in zip(ticks, zip(*cols, strict=True), strict=True)
-                ]
-                if cols
-                else [dumps({"session": session, "tick": tick}).encode() for tick in ticks]
-            )
+            tmpl = t.template
+            cols = _json_columns(frames, t.leaves)
+            msgs: list[bytes | None] = [
+                (tmpl % (session, tick, *row)).encode()
+                for tick, row in zip(ticks, zip(*cols, strict=True) if cols else [()] * n, strict=True)
+            ]
             per_topic.append(msgs)
         for i in range(n):
             for t, msgs in zip(self.topics, per_topic, strict=True):
