@@ -89,9 +89,10 @@ def main() -> None:
         base_wall, base_cpu = best_wall["csv"], best_cpu["csv"]
         print(f"{'format':<9} {'frames/s':>11} {'vs CSV':>7} {'CPU s':>7} {'CPU vs CSV':>10} {'size MB':>8}")
         for fmt in ORDER:
+            wall, cpu = best_wall[fmt], best_cpu[fmt]
             print(
-                f"{FORMATS[fmt].what:<9} {frames / best_wall[fmt]:>11,.0f} {base_wall / best_wall[fmt]:>6.2f}x"
-                f" {best_cpu[fmt]:>7.2f} {base_cpu / best_cpu[fmt]:>9.2f}x {sizes[fmt] / 1e6:>8.1f}"
+                f"{FORMATS[fmt].what:<9} {frames / wall:>11,.0f} {base_wall / wall:>6.2f}x"
+                f" {cpu:>7.2f} {base_cpu / cpu:>9.2f}x {sizes[fmt] / 1e6:>8.1f}"
             )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -87,6 +87,31 @@ def _recorded_laps(frames: np.ndarray) -> tuple[npt.NDArray[np.int64], FloatArra
     )
 
 
+def _label_driver_axes(ax_speed: Any, ax_pedal: Any, ax_gear: Any) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax_speed.set_ylabel("speed (km/h)")
+    ax_speed.legend(loc="lower right", fontsize="small")
+    ax_pedal.set_ylabel("throttle / -brake")
+    ax_pedal.set_ylim(-1.05, 1.05)
+    ax_gear.set_ylabel("gear")
+    ax_gear.yaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax in (ax_speed, ax_pedal, ax_gear):
+        ax.grid(True, alpha=0.3)
+
+
+def _finish(fig: Any, ax_map: Any, output: Path, map_title: str, title: str) -> None:
+    """Map axes to scale with Z down (track coordinates), titles, then the PNG."""
+    ax_map.set_aspect("equal")
+    if not ax_map.yaxis_inverted():
+        ax_map.invert_yaxis()
+    ax_map.set_title(map_title)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(output, format="png")
+
+
 def plot_session(
     frames: np.ndarray,
     times_s: npt.ArrayLike,
@@ -106,8 +131,6 @@ def plot_session(
     from wrtfd.tracks.render import draw_track, require_matplotlib
 
     plt = require_matplotlib()
-    from matplotlib.ticker import MaxNLocator
-
     src, pos = find_position_fields(frames.dtype, source)
     x, z, ok = position_arrays(frames, src, pos)
     if not ok.any():
@@ -148,28 +171,14 @@ def plot_session(
             ax_pedal.plot(d[order], ch.throttle[m][order], color=color, linewidth=0.9)
             ax_pedal.plot(d[order], -ch.brake[m][order], color=color, linewidth=0.9, linestyle="--")
             ax_gear.step(d[order], ch.gear[m][order], color=color, linewidth=0.9, where="post")
-        ax_speed.set_ylabel("speed (km/h)")
-        ax_speed.legend(loc="lower right", fontsize="small")
-        ax_pedal.set_ylabel("throttle / -brake")
-        ax_pedal.set_ylim(-1.05, 1.05)
-        ax_gear.set_ylabel("gear")
-        ax_gear.yaxis.set_major_locator(MaxNLocator(integer=True))
+        _label_driver_axes(ax_speed, ax_pedal, ax_gear)
         ax_gear.set_xlabel("lap distance (m)")
-        for ax in (ax_speed, ax_pedal, ax_gear):
-            ax.grid(True, alpha=0.3)
         if track is not None:
             draw_track(ax_map, track, lanes=False)
         sel = ok & np.isin(lap_no, show)
         sc = ax_map.scatter(x[sel], z[sel], c=ch.speed_kmh[sel], s=4, cmap="plasma", zorder=3)
         fig.colorbar(sc, ax=ax_map, label="speed (km/h)", shrink=0.7)
-        ax_map.set_aspect("equal")
-        if not ax_map.yaxis_inverted():
-            ax_map.invert_yaxis()
-        ax_map.set_title("track map (coloured by speed)")
-        if title:
-            fig.suptitle(title)
-        fig.tight_layout()
-        fig.savefig(output, format="png")
+        _finish(fig, ax_map, output, "track map (coloured by speed)", title)
     finally:
         plt.close(fig)
     return output
@@ -195,8 +204,6 @@ def plot_comparison(
     from wrtfd.tracks.render import draw_track, require_matplotlib
 
     plt = require_matplotlib()
-    from matplotlib.ticker import MaxNLocator
-
     grid, delta = time_delta(a, b)
     colors = ("#1f77b4", "#d62728")
     fig = plt.figure(figsize=(width_px / dpi, width_px / dpi * 0.6), dpi=dpi)
@@ -219,26 +226,13 @@ def plot_comparison(
         ax_delta.axhline(0.0, color="grey", linewidth=0.6)
         ax_delta.fill_between(grid, delta, 0.0, where=delta > 0, color=colors[1], alpha=0.25, linewidth=0)
         ax_delta.fill_between(grid, delta, 0.0, where=delta < 0, color=colors[0], alpha=0.25, linewidth=0)
-        ax_speed.set_ylabel("speed (km/h)")
-        ax_speed.legend(loc="lower right", fontsize="small")
-        ax_pedal.set_ylabel("throttle / -brake")
-        ax_pedal.set_ylim(-1.05, 1.05)
-        ax_gear.set_ylabel("gear")
-        ax_gear.yaxis.set_major_locator(MaxNLocator(integer=True))
+        _label_driver_axes(ax_speed, ax_pedal, ax_gear)
         ax_delta.set_ylabel("delta (s)\n+ = B behind")
         ax_delta.set_xlabel("lap distance (m)")
-        for ax in (ax_speed, ax_pedal, ax_gear, ax_delta):
-            ax.grid(True, alpha=0.3)
+        ax_delta.grid(True, alpha=0.3)
         if track is not None:
             draw_track(ax_map, track, lanes=False)
-        ax_map.set_aspect("equal")
-        if not ax_map.yaxis_inverted():
-            ax_map.invert_yaxis()
-        ax_map.set_title("racing lines")
-        if title:
-            fig.suptitle(title)
-        fig.tight_layout()
-        fig.savefig(output, format="png")
+        _finish(fig, ax_map, output, "racing lines", title)
     finally:
         plt.close(fig)
     return output

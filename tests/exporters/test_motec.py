@@ -267,3 +267,34 @@ def test_integer_encoding_is_exact_when_it_fits_and_bounded_when_not(values: np.
         assert enc.dec == 0 and np.array_equal(raw.astype(np.int64), values)
     else:
         assert enc.dec < 0 and np.max(np.abs(back - values.astype(np.float64))) <= enc.precision * (1 + 1e-9)
+
+
+def test_real_forza_capture_with_holes(shared_data: Path, tmp_path: Path) -> None:
+    """The real FM2023 capture (it has holes at 60 Hz): every tick of the session is in the .ld,
+    a dropped tick repeating the frame before it."""
+    import yaml
+
+    from tests.recorder.conftest import START_US
+    from tests.recorder.test_forza_capture import SCHEMA, _samples
+    from wrtfd.recorder import RecorderPolicy, SourceSpec, replay
+
+    spec = SourceSpec("forza", yaml.safe_load(SCHEMA.read_text()))
+    (src,) = replay(
+        _samples(shared_data, 0), [spec], RecorderPolicy(output_dir=tmp_path), start_timestamp_us=START_US
+    )
+    out = tmp_path / "real.ld"
+    export(src, out)
+    ld = load(out)
+    with Reader(src) as r:
+        s = r.sessions[0]
+        assert s.dropped_ticks > 0
+        f = r.frames(0)
+        ticks = f["tick"].astype(np.int64)
+        grid = np.searchsorted(ticks, np.arange(ticks[0], ticks[-1] + 1), side="right") - 1
+        speed = held(f["forza"]["speed"][grid])
+        rpm = held(f["forza"]["engine_rpm"][grid])
+        stamp = f["forza"]["timestamp_ms"][grid].astype(np.float64)
+    assert ld.channel("Ground Speed").count == s.frame_count + s.dropped_ticks
+    assert_round_trip(ld.channel("Ground Speed").physical(), speed, 0.0, "speed")
+    assert_round_trip(ld.channel("Engine RPM").physical(), rpm, 0.0, "rpm")
+    assert_round_trip(ld.channel("forza_timestamp_ms").physical(), stamp, 0.0, "game clock")

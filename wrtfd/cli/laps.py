@@ -4,6 +4,8 @@ With ``--track`` the laps are re-detected from the recorded positions (any sourc
 channels: Forza, F1, LFS OutSim, DiRT/Codemasters), which is how to fix a session recorded with
 the wrong track or none. Without it, the lap channels the recorder added live (``laps.*``) are
 read back. Only completed laps are listed; the out-lap and the unfinished last lap are not.
+``--json`` prints ``{file, track, sessions: [{session, frames, laps: [{lap, time_s, start_s,
+end_s, sectors_s}], best_lap, best_lap_s}]}`` (times in seconds from the session's start).
 """
 
 from __future__ import annotations
