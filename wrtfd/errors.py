@@ -13,6 +13,7 @@
      +-- ImportFormatError      a foreign recording (CARLA, .zddsrec) is unreadable
      +-- ServiceError           installing or removing the systemd service cannot go on
      +-- StatusError            a daemon's status endpoint is unreachable or answers nonsense
+     +-- ExportError            an export cannot be written (missing extra, format limits)
 
 The CLI turns any of these into one line on stderr and a non-zero exit code.
 """
@@ -23,6 +24,7 @@ __all__ = [
     "ConfigError",
     "CorruptFileError",
     "DecodeError",
+    "ExportError",
     "FormatError",
     "ImportFormatError",
     "SchemaError",
@@ -91,3 +93,8 @@ class ServiceError(WrtfdError):
 
 class StatusError(WrtfdError):
     """``wrtfd status`` got no usable answer from the daemon (unreachable, timeout, not JSON)."""
+
+
+class ExportError(WrtfdError):
+    """An export cannot be written: an optional dependency is missing, or the recording does
+    not fit the target format (the message says which limit)."""

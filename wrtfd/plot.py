@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +29,10 @@ from wrtfd.errors import TrackError
 from wrtfd.tracks.analysis import SessionLaps, analyse_frames, find_position_fields, position_arrays
 from wrtfd.tracks.model import Track
 
-__all__ = ["DriverChannels", "driver_channels", "plot_session"]
+if TYPE_CHECKING:
+    from wrtfd.compare import LapTrace
+
+__all__ = ["DriverChannels", "driver_channels", "plot_comparison", "plot_session"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -84,6 +87,31 @@ def _recorded_laps(frames: np.ndarray) -> tuple[npt.NDArray[np.int64], FloatArra
     )
 
 
+def _label_driver_axes(ax_speed: Any, ax_pedal: Any, ax_gear: Any) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax_speed.set_ylabel("speed (km/h)")
+    ax_speed.legend(loc="lower right", fontsize="small")
+    ax_pedal.set_ylabel("throttle / -brake")
+    ax_pedal.set_ylim(-1.05, 1.05)
+    ax_gear.set_ylabel("gear")
+    ax_gear.yaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax in (ax_speed, ax_pedal, ax_gear):
+        ax.grid(True, alpha=0.3)
+
+
+def _finish(fig: Any, ax_map: Any, output: Path, map_title: str, title: str) -> None:
+    """Map axes to scale with Z down (track coordinates), titles, then the PNG."""
+    ax_map.set_aspect("equal")
+    if not ax_map.yaxis_inverted():
+        ax_map.invert_yaxis()
+    ax_map.set_title(map_title)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(output, format="png")
+
+
 def plot_session(
     frames: np.ndarray,
     times_s: npt.ArrayLike,
@@ -103,8 +131,6 @@ def plot_session(
     from wrtfd.tracks.render import draw_track, require_matplotlib
 
     plt = require_matplotlib()
-    from matplotlib.ticker import MaxNLocator
-
     src, pos = find_position_fields(frames.dtype, source)
     x, z, ok = position_arrays(frames, src, pos)
     if not ok.any():
@@ -145,28 +171,68 @@ def plot_session(
             ax_pedal.plot(d[order], ch.throttle[m][order], color=color, linewidth=0.9)
             ax_pedal.plot(d[order], -ch.brake[m][order], color=color, linewidth=0.9, linestyle="--")
             ax_gear.step(d[order], ch.gear[m][order], color=color, linewidth=0.9, where="post")
-        ax_speed.set_ylabel("speed (km/h)")
-        ax_speed.legend(loc="lower right", fontsize="small")
-        ax_pedal.set_ylabel("throttle / -brake")
-        ax_pedal.set_ylim(-1.05, 1.05)
-        ax_gear.set_ylabel("gear")
-        ax_gear.yaxis.set_major_locator(MaxNLocator(integer=True))
+        _label_driver_axes(ax_speed, ax_pedal, ax_gear)
         ax_gear.set_xlabel("lap distance (m)")
-        for ax in (ax_speed, ax_pedal, ax_gear):
-            ax.grid(True, alpha=0.3)
         if track is not None:
             draw_track(ax_map, track, lanes=False)
         sel = ok & np.isin(lap_no, show)
         sc = ax_map.scatter(x[sel], z[sel], c=ch.speed_kmh[sel], s=4, cmap="plasma", zorder=3)
         fig.colorbar(sc, ax=ax_map, label="speed (km/h)", shrink=0.7)
-        ax_map.set_aspect("equal")
-        if not ax_map.yaxis_inverted():
-            ax_map.invert_yaxis()
-        ax_map.set_title("track map (coloured by speed)")
-        if title:
-            fig.suptitle(title)
-        fig.tight_layout()
-        fig.savefig(output, format="png")
+        _finish(fig, ax_map, output, "track map (coloured by speed)", title)
+    finally:
+        plt.close(fig)
+    return output
+
+
+def plot_comparison(
+    a: LapTrace,
+    b: LapTrace,
+    output: Path,
+    *,
+    track: Track | None = None,
+    title: str = "",
+    width_px: int = 1600,
+    dpi: int = 100,
+) -> Path:
+    """Two laps against lap distance (speed, throttle/brake, gear, time delta) beside the two
+    lines on the track map; PNG.
+
+    :raises MissingPlotDependency: matplotlib is not installed.
+    """
+    from wrtfd.compare import time_delta
+    from wrtfd.tracks.laps import format_lap_time
+    from wrtfd.tracks.render import draw_track, require_matplotlib
+
+    plt = require_matplotlib()
+    grid, delta = time_delta(a, b)
+    colors = ("#1f77b4", "#d62728")
+    fig = plt.figure(figsize=(width_px / dpi, width_px / dpi * 0.6), dpi=dpi)
+    try:
+        gs = fig.add_gridspec(4, 2, width_ratios=(1.6, 1.0), height_ratios=(2.0, 1.0, 0.8, 1.2))
+        ax_speed = fig.add_subplot(gs[0, 0])
+        ax_pedal = fig.add_subplot(gs[1, 0], sharex=ax_speed)
+        ax_gear = fig.add_subplot(gs[2, 0], sharex=ax_speed)
+        ax_delta = fig.add_subplot(gs[3, 0], sharex=ax_speed)
+        ax_map = fig.add_subplot(gs[:, 1])
+        for trace, color in zip((a, b), colors, strict=True):
+            label = f"{trace.label} lap {trace.lap.number} {format_lap_time(trace.lap.time_s)}"
+            d = trace.distance_m
+            ax_speed.plot(d, trace.speed_kmh, color=color, linewidth=1.0, label=label)
+            ax_pedal.plot(d, trace.throttle, color=color, linewidth=0.9)
+            ax_pedal.plot(d, -trace.brake, color=color, linewidth=0.9, linestyle="--")
+            ax_gear.step(d, trace.gear, color=color, linewidth=0.9, where="post")
+            ax_map.plot(trace.x, trace.z, color=color, linewidth=1.2, label=label, zorder=3)
+        ax_delta.plot(grid, delta, color="black", linewidth=1.0)
+        ax_delta.axhline(0.0, color="grey", linewidth=0.6)
+        ax_delta.fill_between(grid, delta, 0.0, where=delta > 0, color=colors[1], alpha=0.25, linewidth=0)
+        ax_delta.fill_between(grid, delta, 0.0, where=delta < 0, color=colors[0], alpha=0.25, linewidth=0)
+        _label_driver_axes(ax_speed, ax_pedal, ax_gear)
+        ax_delta.set_ylabel("delta (s)\n+ = B behind")
+        ax_delta.set_xlabel("lap distance (m)")
+        ax_delta.grid(True, alpha=0.3)
+        if track is not None:
+            draw_track(ax_map, track, lanes=False)
+        _finish(fig, ax_map, output, "racing lines", title)
     finally:
         plt.close(fig)
     return output

@@ -66,3 +66,12 @@ def test_without_pyarrow(
     rows = list(csv.DictReader(out.open(encoding="utf-8")))
     assert len(rows) == 10 and rows[0]["state"] == "pits" and rows[0]["driver"] == "Ayrton"
     assert float(rows[0]["wheels_2_temperature"]) == 82.25 and rows[1]["on_track"] == "false"
+
+
+def test_export_one_session(tmp_path: Path) -> None:
+    f = tmp_path / "a.wrtf"
+    write_car_file(f)
+    out = tmp_path / "a.csv"
+    assert main(["export", str(f), "-o", str(out), "--session", "1"]) == 0
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert len(rows) == 5 and {r["session"] for r in rows} == {"1"}

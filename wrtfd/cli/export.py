@@ -1,7 +1,18 @@
-"""``wrtfd export FILE -o OUT.csv|OUT.parquet [--schema DEF]``: frames as a flat table.
+"""``wrtfd export FILE -o OUT``: a recording in the format other tools open, chosen by OUT's suffix.
 
-Columns: ``session``, ``tick``, ``time_us``, then one per channel with flattened names
-(``wheels_0_temperature``). Parquet needs pyarrow (``pip install wrtfd[parquet]``).
+=========  =====================================================  ==========================
+OUT        what                                                   needs
+=========  =====================================================  ==========================
+.csv       flat table: session, tick, time_us, one column a leaf   (pyarrow when installed)
+.parquet   the same table                                          wrtfd[parquet]
+.ld        MoTeC i2: one .ld + .ldx per session (-s0, -s1 ...)     nothing
+.mcap      Foxglove: a topic per source, GPS as LocationFix        wrtfd[mcap]
+.mf4       ASAM MDF 4 (asammdf, CANape, MATLAB)                    wrtfd[mdf]
+=========  =====================================================  ==========================
+
+Files appear complete or not at all (written beside the target, renamed at the end; an error or
+Ctrl-C leaves nothing). Lap beacons (.ld) and lap messages (.mcap) come from the recorded lap
+channels, or from --track (re-detected from positions). docs/exports.md has the details.
 """
 
 from __future__ import annotations
@@ -19,31 +30,62 @@ __all__ = ["register"]
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "export",
-        help="export frames to CSV or Parquet",
+        help="export a recording to CSV, Parquet, MoTeC .ld, MCAP or MDF4",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("file", type=Path, help="WRTF file")
-    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT", help="OUT.csv or OUT.parquet")
-    p.add_argument("--format", choices=["csv", "parquet"], help="output format (default: from OUT's suffix)")
+    p.add_argument(
+        "-o", "--output", type=Path, required=True, metavar="OUT", help="OUT.csv|.parquet|.ld|.mcap|.mf4"
+    )
+    p.add_argument(
+        "--format",
+        choices=["csv", "parquet", "ld", "mcap", "mf4"],
+        help="output format (default: OUT's suffix)",
+    )
+    p.add_argument("--session", type=int, help="only this session (default: all)")
+    p.add_argument(
+        "--track", type=Path, help="track file: re-detect laps from positions (.ld beacons, .mcap laps)"
+    )
+    p.add_argument(
+        "--raw-names", action="store_true", help=".ld: keep every channel's own name (no MoTeC names)"
+    )
     add_schema_option(p)
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    from wrtfd.exporters import export_recording, format_of, require_extra
     from wrtfd.format import Reader
-    from wrtfd.format.export import export_file
+    from wrtfd.tracks import load_track
 
+    require_extra(format_of(args.output, args.format))  # before reading anything
     tty = sys.stderr.isatty()
+    shown = [-1]
 
     def progress(done: int, total: int) -> None:
-        if tty and total:
-            sys.stderr.write(f"\rexporting: {done}/{total} frames ({100 * done // total}%)")
+        pct = 100 * done // total if total else 100
+        if tty and pct != shown[0]:
+            shown[0] = pct
+            sys.stderr.write(f"\rexporting: {done}/{total} frames ({pct}%)")
             sys.stderr.flush()
 
-    with Reader(args.file, load_schema(args)) as r:
-        rows = export_file(r, args.output, args.format, progress)
-    if tty:
-        sys.stderr.write("\n")
-    sys.stderr.write(f"wrote {args.output}: {rows} rows\n")
+    track = load_track(args.track) if args.track else None
+    sessions = None if args.session is None else [args.session]
+    try:
+        with Reader(args.file, load_schema(args)) as r:
+            summary = export_recording(
+                r,
+                args.output,
+                fmt=args.format,
+                sessions=sessions,
+                track=track,
+                motec_names=not args.raw_names,
+                progress=progress,
+            )
+    finally:
+        if tty and shown[0] >= 0:
+            sys.stderr.write("\n")
+    names = ", ".join(str(p) for p in summary.paths)
+    sys.stderr.write(f"wrote {names}: {summary.frames} frames, {summary.detail}\n")
     return 0

@@ -4,16 +4,19 @@ With ``--track`` the laps are re-detected from the recorded positions (any sourc
 channels: Forza, F1, LFS OutSim, DiRT/Codemasters), which is how to fix a session recorded with
 the wrong track or none. Without it, the lap channels the recorder added live (``laps.*``) are
 read back. Only completed laps are listed; the out-lap and the unfinished last lap are not.
+``--json`` prints ``{file, track, sessions: [{session, frames, laps: [{lap, time_s, start_s,
+end_s, sectors_s}], best_lap, best_lap_s}]}`` (times in seconds from the session's start).
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from wrtfd.tracks.laps import format_lap_time
 
 __all__ = ["format_lap_time", "register"]
 
@@ -34,36 +37,10 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_run)
 
 
-def format_lap_time(seconds: float) -> str:
-    """``1:23.456`` from 83.456 s; ``42.100`` under a minute."""
-    ms = round(seconds * 1000)
-    minutes, rest = divmod(ms, 60_000)
-    return f"{minutes}:{rest / 1000:06.3f}" if minutes else f"{rest / 1000:.3f}"
-
-
-def _from_channels(frames: Any, times_s: Any) -> list[dict[str, Any]]:
-    """Laps from the live ``laps`` channels: crossing time = frame time - lap time at a lap's first frame."""
-    import numpy as np
-
-    if frames.dtype.names is None or "laps" not in frames.dtype.names:
-        from wrtfd.errors import TrackError
-
-        raise TrackError("this recording has no lap channels; give --track to detect laps from positions")
-    lap_no = np.asarray(frames["laps"]["lap_number"], dtype=np.int64)
-    lap_t = np.asarray(frames["laps"]["lap_time"], dtype=np.float64)
-    starts = np.flatnonzero(np.diff(lap_no) > 0) + 1
-    crossings = [(int(lap_no[i]), float(times_s[i] - lap_t[i])) for i in starts]
-    out = []
-    for (num, t0), (nxt, t1) in itertools.pairwise(crossings):
-        if nxt == num + 1 and num >= 1:
-            out.append({"lap": num, "time_s": t1 - t0, "sectors_s": []})
-    return out
-
-
 def _run(args: argparse.Namespace) -> int:
     from wrtfd.format import Reader
     from wrtfd.tracks import load_track
-    from wrtfd.tracks.analysis import analyse_frames
+    from wrtfd.tracks.analysis import session_laps
 
     track = load_track(args.track) if args.track else None
     result: list[dict[str, Any]] = []
@@ -72,14 +49,17 @@ def _run(args: argparse.Namespace) -> int:
         for i in indices:
             frames = r.frames(i)
             times = (r.frame_times_us(i) - r.sessions[i].time_base_us) / 1e6
-            if track is not None:
-                found = analyse_frames(frames, times, track, source=args.source, lane=args.lane)
-                laps: list[dict[str, Any]] = [
-                    {"lap": lap.number, "time_s": lap.time_s, "sectors_s": list(lap.sector_times_s)}
-                    for lap in found.laps
-                ]
-            else:
-                laps = _from_channels(frames, times)
+            found = session_laps(frames, times, track, source=args.source, lane=args.lane)
+            laps: list[dict[str, Any]] = [
+                {
+                    "lap": lap.number,
+                    "time_s": lap.time_s,
+                    "start_s": lap.start_s,
+                    "end_s": lap.end_s,
+                    "sectors_s": list(lap.sector_times_s),
+                }
+                for lap in found.laps
+            ]
             best = min(laps, key=lambda lap: float(lap["time_s"])) if laps else None
             result.append(
                 {

@@ -42,6 +42,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "wrtfd.cli.laps",
     "wrtfd.cli.simulate",
     "wrtfd.cli.plot",
+    "wrtfd.cli.compare",
 )
 
 

@@ -9,20 +9,52 @@ pure-Python CSV fallback used when pyarrow is not installed.
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from wrtfd.errors import FormatError
-from wrtfd.format.reader import Reader, ticks_to_time_us
-from wrtfd.format.schema import Leaf, leaf_column
+from wrtfd.format.reader import Reader, SessionInfo, ticks_to_time_us
+from wrtfd.format.schema import Leaf, Schema, leaf_column
 
-__all__ = ["column_names", "export_file", "iter_columns"]
+__all__ = [
+    "column_names",
+    "export_file",
+    "export_frames",
+    "export_leaves",
+    "frame_chunks",
+    "iter_columns",
+    "select_sessions",
+]
 
 Progress = Callable[[int, int], None]
 _CHUNK = 1 << 16
+
+
+def export_leaves(schema: Schema) -> list[Leaf]:
+    """The channels every export writes (CSV, Parquet, MoTeC, MCAP, MDF4, compare).
+
+    The one place that decides it: fields that are bookkeeping rather than telemetry (such as a
+    per-frame integrity check) are left out here, and nowhere else.
+    """
+    return schema.frame_leaves
+
+
+def export_frames(reader: Reader, session: int) -> np.ndarray:
+    """The frames of ``session`` every export writes: the one place that decides which frames.
+
+    A view of the whole session today; frames that fail an integrity check are dropped here once
+    files carry one. Exports take times from these frames' ticks, never from the session's.
+    """
+    return reader.frames(session)
+
+
+def frame_chunks(frames: np.ndarray, chunk: int = _CHUNK) -> Iterator[np.ndarray]:
+    """``frames`` in consecutive slices of at most ``chunk`` (views)."""
+    for start in range(0, len(frames), chunk):
+        yield frames[start : start + chunk]
 
 
 def column_names(leaves: list[Leaf]) -> list[str]:
@@ -51,12 +83,14 @@ def _enum_column(col: np.ndarray, leaf: Leaf) -> np.ndarray:
     return labels[inv.reshape(-1)]
 
 
-def iter_columns(reader: Reader, chunk: int = _CHUNK) -> Iterator[tuple[list[str], list[np.ndarray]]]:
-    """(names, columns) per chunk of frames, over all sessions."""
-    leaves = reader.schema.frame_leaves
+def iter_columns(
+    reader: Reader, chunk: int = _CHUNK, sessions: Sequence[int] | None = None
+) -> Iterator[tuple[list[str], list[np.ndarray]]]:
+    """(names, columns) per chunk of frames, over ``sessions`` (default: all)."""
+    leaves = export_leaves(reader.schema)
     names = ["session", "tick", "time_us", *column_names(leaves)]
-    for s in reader.sessions:
-        for arr in reader.iter_frames(s.index, chunk):
+    for s in select_sessions(reader, sessions):
+        for arr in frame_chunks(export_frames(reader, s.index), chunk):
             cols: list[np.ndarray] = [
                 np.full(len(arr), s.index, dtype=np.int64),
                 np.ascontiguousarray(arr["tick"]),
@@ -81,32 +115,58 @@ def _have_pyarrow() -> bool:
     return True
 
 
+def select_sessions(reader: Reader, sessions: Sequence[int] | None) -> list[SessionInfo]:
+    """The sessions to export, in file order (all of them by default).
+
+    :raises FormatError: an index the file does not have.
+    """
+    if sessions is None:
+        return list(reader.sessions)
+    out = []
+    for i in sessions:
+        if not 0 <= i < len(reader.sessions):
+            raise FormatError(f"{reader.path}: no session {i} (the file has {len(reader.sessions)})")
+        out.append(reader.sessions[i])
+    return out
+
+
 def export_file(
-    reader: Reader, output: Path, fmt: str | None = None, progress: Progress | None = None
+    reader: Reader,
+    output: Path,
+    fmt: str | None = None,
+    progress: Progress | None = None,
+    sessions: Sequence[int] | None = None,
 ) -> int:
-    """Write all frames of ``reader`` to ``output`` (format from ``fmt`` or the suffix); rows written.
+    """Write the frames of ``sessions`` (default all) to ``output`` as CSV or Parquet; rows written.
 
     :raises FormatError: unknown format, or Parquet without pyarrow.
     """
     fmt = (fmt or output.suffix.lstrip(".")).lower()
-    total = reader.total_frames
+    total = sum(s.frame_count for s in select_sessions(reader, sessions))
     if fmt == "parquet":
         if not _have_pyarrow():
             raise FormatError("Parquet export needs pyarrow: install wrtfd[parquet]")
-        return _export_arrow(reader, output, "parquet", total, progress)
+        return _export_arrow(reader, output, "parquet", total, progress, sessions)
     if fmt == "csv":
         if _have_pyarrow():
-            return _export_arrow(reader, output, "csv", total, progress)
-        return _export_csv_plain(reader, output, total, progress)
+            return _export_arrow(reader, output, "csv", total, progress, sessions)
+        return _export_csv_plain(reader, output, total, progress, sessions)
     raise FormatError(f"{output}: unknown export format {fmt!r} (use .csv or .parquet)")
 
 
-def _export_arrow(reader: Reader, output: Path, fmt: str, total: int, progress: Progress | None) -> int:
+def _export_arrow(
+    reader: Reader,
+    output: Path,
+    fmt: str,
+    total: int,
+    progress: Progress | None,
+    sessions: Sequence[int] | None,
+) -> int:
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    leaves = reader.schema.frame_leaves
+    leaves = export_leaves(reader.schema)
     names = ["session", "tick", "time_us", *column_names(leaves)]
     fields = [pa.field("session", pa.int64()), pa.field("tick", pa.uint64()), pa.field("time_us", pa.int64())]
     for name, lf in zip(names[3:], leaves, strict=True):
@@ -119,7 +179,7 @@ def _export_arrow(reader: Reader, output: Path, fmt: str, total: int, progress: 
     writer = pq.ParquetWriter(output, schema) if fmt == "parquet" else pacsv.CSVWriter(output, schema)
     rows = 0
     try:
-        for _, cols in iter_columns(reader):
+        for _, cols in iter_columns(reader, sessions=sessions):
             arrays = [pa.array(c, type=f.type) for c, f in zip(cols, fields, strict=True)]
             writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
             rows += len(cols[0])
@@ -137,12 +197,14 @@ def _leaf_dtype(reader: Reader, lf: Leaf) -> np.dtype[Any]:
     return leaf_column(probe, lf.path).dtype
 
 
-def _export_csv_plain(reader: Reader, output: Path, total: int, progress: Progress | None) -> int:
+def _export_csv_plain(
+    reader: Reader, output: Path, total: int, progress: Progress | None, sessions: Sequence[int] | None
+) -> int:
     rows = 0
     with open(output, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         header_done = False
-        for names, cols in iter_columns(reader):
+        for names, cols in iter_columns(reader, sessions=sessions):
             if not header_done:
                 w.writerow(names)
                 header_done = True
@@ -155,5 +217,5 @@ def _export_csv_plain(reader: Reader, output: Path, total: int, progress: Progre
             if progress:
                 progress(rows, total)
         if not header_done:
-            w.writerow(["session", "tick", "time_us", *column_names(reader.schema.frame_leaves)])
+            w.writerow(["session", "tick", "time_us", *column_names(export_leaves(reader.schema))])
     return rows

@@ -112,6 +112,8 @@ class Leaf:
     path: tuple[str | int, ...]
     kind: str
     enum: EnumDef | None = None
+    unit: str | None = None
+    description: str | None = None
 
     @property
     def column(self) -> str:
@@ -456,7 +458,7 @@ class Schema:
         for f in fields:
             base: tuple[str | int, ...] = (*prefix, f.name)
             if f.is_text:
-                out.append(Leaf(base, "text"))
+                out.append(Leaf(base, "text", None, f.unit, f.description))
                 continue
             paths = [base] if f.dimensions == 0 else [(*base, i) for i in range(f.dimensions)]
             t = self.types.get(f.type)
@@ -464,9 +466,9 @@ class Schema:
                 if isinstance(t, StructDef):
                     out.extend(self.leaves(t.fields, p))
                 elif isinstance(t, EnumDef):
-                    out.append(Leaf(p, "enum", t))
+                    out.append(Leaf(p, "enum", t, f.unit, f.description))
                 else:
-                    out.append(Leaf(p, f.type))
+                    out.append(Leaf(p, f.type, None, f.unit, f.description))
         return out
 
     @property

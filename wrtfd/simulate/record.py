@@ -17,7 +17,7 @@ from wrtfd.simulate.car import Simulation
 from wrtfd.simulate.packets import Encoder
 from wrtfd.simulate.sender import with_last
 
-__all__ = ["record_simulation", "simulated_samples"]
+__all__ = ["record_simulation", "simulated_samples", "tile_recording"]
 
 #: Receive times start here (any monotonic origin works; replay only uses differences).
 _RX_ORIGIN_NS = 1_000_000_000_000
@@ -61,3 +61,40 @@ def record_simulation(
         metadata=metadata or {},
         derived=derived or [],
     )
+
+
+def tile_recording(src: Path, dst: Path, *, frames: int) -> Path:
+    """A recording of ``frames`` frames made by repeating the longest session of ``src``
+    (ticks continue, so the drive loops without gaps); same definition, rate and metadata.
+
+    For benchmarks and demos of long recordings: simulating an hour through the decoders takes
+    minutes, repeating a few laps takes a moment.
+
+    :raises FormatError: ``src`` has no frames.
+    """
+    import numpy as np
+
+    from wrtfd.errors import FormatError
+    from wrtfd.format import Reader, Writer
+    from wrtfd.format.spec import SCHEMA_METADATA_KEY
+
+    with Reader(src) as r:
+        if not r.sessions or r.total_frames == 0:
+            raise FormatError(f"{src}: no frames to repeat")
+        best = max(r.sessions, key=lambda s: s.frame_count)
+        lap = np.array(r.frames(best.index))
+        meta = {k: v for k, v in r.metadata.items() if k != SCHEMA_METADATA_KEY}
+        with Writer(
+            dst, r.schema, rate_hz=r.rate_hz, start_timestamp_us=r.start_timestamp_us, metadata=meta
+        ) as w:
+            w.begin_session(best.header)
+            span = int(lap["tick"][-1]) - int(lap["tick"][0]) + 1
+            done = k = 0
+            while done < frames:
+                batch = lap[: frames - done].copy()
+                batch["tick"] = batch["tick"] - lap["tick"][0] + k * span
+                w.write_frames(batch)
+                done += len(batch)
+                k += 1
+            w.end_session()
+    return dst

@@ -7,6 +7,7 @@ Works on the numpy frames of a WRTF session (any reader gives them) and needs no
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +19,14 @@ from wrtfd.tracks.lapchannels import POSITION_FIELDS, PositionFields
 from wrtfd.tracks.laps import Lap, LapDetector, timing_sectors
 from wrtfd.tracks.model import Track
 
-__all__ = ["SessionLaps", "analyse_frames", "find_position_fields", "position_arrays"]
+__all__ = [
+    "SessionLaps",
+    "analyse_frames",
+    "find_position_fields",
+    "position_arrays",
+    "recorded_session_laps",
+    "session_laps",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +41,14 @@ class SessionLaps:
     @property
     def best(self) -> Lap | None:
         return min(self.laps, key=lambda lap: lap.time_s, default=None)
+
+    @property
+    def crossings_s(self) -> list[float]:
+        """Times the line was crossed: the starts and ends of the completed laps, in order."""
+        return sorted({t for lap in self.laps for t in (lap.start_s, lap.end_s)})
+
+    def lap(self, number: int) -> Lap | None:
+        return next((lap for lap in self.laps if lap.number == number), None)
 
 
 def find_position_fields(dtype: np.dtype, source: str | None = None) -> tuple[str | None, PositionFields]:
@@ -110,3 +126,46 @@ def analyse_frames(
             lap_number[i] = lap
             lap_distance[i] = dist
     return SessionLaps(list(det.laps), lap_number, lap_distance, ok, sectors_m, path.length_m)
+
+
+def recorded_session_laps(frames: np.ndarray, times_s: npt.ArrayLike) -> SessionLaps:
+    """Laps from the lap channels the recorder added live (``laps.*``).
+
+    A lap is complete when both its first frame and the next lap's are in the session; its
+    start is the frame time minus the recorded lap time at its first frame (the crossing
+    itself, interpolated by the live detector).
+
+    :raises TrackError: the recording has no lap channels.
+    """
+    if frames.dtype.names is None or "laps" not in frames.dtype.names:
+        raise TrackError("this recording has no lap channels; give --track to detect laps from positions")
+    t = np.asarray(times_s, dtype=np.float64)
+    lap_no = np.asarray(frames["laps"]["lap_number"], dtype=np.int64)
+    lap_t = np.asarray(frames["laps"]["lap_time"], dtype=np.float64)
+    dist = np.asarray(frames["laps"]["lap_distance"], dtype=np.float64)
+    starts = np.flatnonzero(np.diff(lap_no) > 0) + 1
+    crossings = [(int(lap_no[i]), float(t[i] - lap_t[i])) for i in starts]
+    laps = [
+        Lap(num, t0, t1, ())
+        for (num, t0), (nxt, t1) in itertools.pairwise(crossings)
+        if nxt == num + 1 and num >= 1
+    ]
+    length = float(np.nanmax(dist)) if len(dist) else 0.0
+    return SessionLaps(laps, lap_no, dist, np.ones(len(frames), dtype=bool), (0.0,), length)
+
+
+def session_laps(
+    frames: np.ndarray,
+    times_s: npt.ArrayLike,
+    track: Track | None = None,
+    *,
+    source: str | None = None,
+    lane: int = 0,
+) -> SessionLaps:
+    """Laps of one session: re-detected from positions with ``track``, else the recorded ones.
+
+    :raises TrackError: no positions (with a track) or no lap channels (without).
+    """
+    if track is not None:
+        return analyse_frames(frames, times_s, track, source=source, lane=lane)
+    return recorded_session_laps(frames, times_s)

@@ -31,7 +31,14 @@ from wrtfd.errors import TrackError
 from wrtfd.tracks.geometry import LanePath
 from wrtfd.tracks.model import Track
 
-__all__ = ["Lap", "LapDetector", "LapState", "detect_laps", "timing_sectors"]
+__all__ = ["Lap", "LapDetector", "LapState", "detect_laps", "format_lap_time", "timing_sectors"]
+
+
+def format_lap_time(seconds: float) -> str:
+    """``1:23.456`` from 83.456 s; ``42.100`` under a minute."""
+    ms = round(seconds * 1000)
+    minutes, rest = divmod(ms, 60_000)
+    return f"{minutes}:{rest / 1000:06.3f}" if minutes else f"{rest / 1000:.3f}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,102 @@
+"""``wrtfd compare A.wrtf[:LAP] B.wrtf[:LAP] -o cmp.png``: one lap against another.
+
+Speed, throttle/brake and gear against lap distance, the time delta along the lap (B minus A:
+above zero where B is behind), and the two lines on the track map. LAP is a completed lap's
+number; without it, each file's best lap. The laps come from the recorded lap channels, or from
+--track (re-detected from positions, which also draws the track). Laps of the same track align
+by lap distance, whichever game or file recorded them. Needs matplotlib: wrtfd[plot].
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LapRef", "parse_lap_ref", "register"]
+
+
+@dataclass(frozen=True, slots=True)
+class LapRef:
+    path: Path
+    lap: int | None  # None: the best lap
+
+
+def parse_lap_ref(text: str) -> LapRef:
+    """``run.wrtf`` or ``run.wrtf:3`` (a trailing ``:N`` is a lap number unless the whole text
+    names an existing file)."""
+    head, sep, tail = text.rpartition(":")
+    if sep and tail.isdigit() and head and not Path(text).exists():
+        return LapRef(Path(head), int(tail))
+    return LapRef(Path(text), None)
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "compare",
+        help="compare two laps (needs wrtfd[plot])",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("a", type=parse_lap_ref, metavar="A.wrtf[:LAP]", help="reference lap (default: best)")
+    p.add_argument("b", type=parse_lap_ref, metavar="B.wrtf[:LAP]", help="lap to compare (default: best)")
+    p.add_argument("-o", "--output", type=Path, required=True, help="PNG file to write")
+    p.add_argument("--track", type=Path, help="track file: re-detect laps from positions and draw the map")
+    p.add_argument("--source", help="source with the positions (default: the first with positions)")
+    p.add_argument("--width", type=int, default=1600, help="image width in pixels (default 1600)")
+    p.set_defaults(func=_run)
+
+
+def load_lap(ref: LapRef, track: Any, source: str | None, label: str) -> Any:
+    """The trace of ``ref``'s lap: lap N of the first session that completed it, or the best
+    lap of the whole file.
+
+    :raises TrackError: no such lap (or no lap at all) in the file.
+    """
+    import numpy as np
+
+    from wrtfd.compare import lap_trace, pick_lap
+    from wrtfd.errors import TrackError
+    from wrtfd.format import Reader
+    from wrtfd.format.export import export_frames
+    from wrtfd.format.reader import ticks_to_time_us
+    from wrtfd.tracks.analysis import session_laps
+
+    found: list[Any] = []
+    with Reader(ref.path) as r:
+        for s in r.sessions:
+            frames = export_frames(r, s.index)
+            if len(frames) == 0:
+                continue
+            times = (ticks_to_time_us(frames["tick"], s.time_base_us, r.rate_hz) - s.time_base_us) / 1e6
+            laps = session_laps(frames, times, track, source=source)
+            try:
+                lap = pick_lap(laps, ref.lap)
+            except TrackError:
+                continue
+            # a copy: the trace outlives the file's memory map
+            found.append(lap_trace(np.array(frames), times, laps, lap, source=source, label=label))
+            if ref.lap is not None:
+                break
+    if not found:
+        what = f"lap {ref.lap}" if ref.lap is not None else "a completed lap"
+        raise TrackError(f"{ref.path}: no session has {what}")
+    return min(found, key=lambda trace: trace.lap.time_s)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from wrtfd.tracks.render import require_matplotlib
+
+    require_matplotlib()  # fail first, with the one-line hint, before reading anything
+    from wrtfd.plot import plot_comparison
+    from wrtfd.tracks import load_track
+
+    track = load_track(args.track) if args.track else None
+    a = load_lap(args.a, track, args.source, f"A {args.a.path.name}")
+    b = load_lap(args.b, track, args.source, f"B {args.b.path.name}")
+    title = f"lap {a.lap.number} vs lap {b.lap.number}" + (f" - {track.name}" if track else "")
+    plot_comparison(a, b, args.output, track=track, title=title, width_px=args.width)
+    sys.stdout.write(f"wrote {args.output}\n")
+    return 0
