@@ -42,6 +42,7 @@ import numpy as np
 
 from wrtfd.errors import ConfigError, FormatError
 from wrtfd.format import Schema, Writer
+from wrtfd.recorder.observe import FileClosed, FileOpened, RecordingEvent
 
 __all__ = ["DEFAULT_TEMPLATE", "FileSink", "SinkState", "join_records", "render_name", "sanitize_component"]
 
@@ -196,6 +197,10 @@ class FileSink:
         self._fs_dropped = 0
         self._summary: dict[str, Any] = {}
         self._last_frame_us = 0
+        #: Told of every file opened and closed (on the writer thread; must not block, see
+        #: :mod:`wrtfd.recorder.observe`); ``group`` names the recording in those events.
+        self.on_event: Callable[[RecordingEvent], None] | None = None
+        self.group = ""
 
     # -- the operations -------------------------------------------------------------------------
 
@@ -398,6 +403,8 @@ class FileSink:
             return False
         self.paths.append(path)
         self.files += 1
+        if self.on_event is not None:
+            self.on_event(FileOpened(self.group, str(path), start_us))
         self._file_start_us = start_us
         self._file_frames = 0
         self._last_sync = self._clock()
@@ -474,13 +481,17 @@ class FileSink:
             return
         self.writer = None
         self._in_file_session = False
+        complete = False
         try:
             w.close()
+            complete = True
         except OSError as exc:
             self._record_error(exc, w.path)
             if self._file_frames == 0:
                 self._remove_empty(w.path)
         self._dirty_since = None
+        if self.on_event is not None:
+            self.on_event(FileClosed(self.group, str(w.path), self._file_frames, w.bytes_written, complete))
 
     def _remove_empty(self, path: Path) -> None:
         try:

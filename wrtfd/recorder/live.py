@@ -64,9 +64,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
+import numpy as np
 
 from wrtfd.decoders.base import Sample
-from wrtfd.recorder.recorder import FramesOp, Op, Recorder, RecorderPolicy, SourceSpec
+from wrtfd.recorder.observe import LiveFrames, ObserverHub, SessionEnded, SessionStarted
+from wrtfd.recorder.recorder import BeginOp, EndOp, FramesOp, Op, Recorder, RecorderPolicy, SourceSpec
 from wrtfd.sources.base import SinkFull
 
 __all__ = ["LiveRecorder"]
@@ -91,6 +93,8 @@ class LiveRecorder:
         stop_timeout_s: float = 2.0,
         clock_ns: Callable[[], int] = time.monotonic_ns,
         on_batch: Callable[[Recorder, bool], None] | None = None,
+        hub: ObserverHub | None = None,
+        group: str = "",
     ) -> None:
         self.recorder = Recorder(sources, policy, derived, metadata=metadata, clock=lambda: clock_ns() / 1e9)
         self.policy = policy
@@ -130,6 +134,16 @@ class LiveRecorder:
         self._rate_frames = 0
         self._frame_rate = 0.0
         self._fatal: str | None = None
+        self.hub = hub
+        self.group = group
+        if hub is not None:
+            self.recorder.sink.on_event = hub.publish
+            self.recorder.sink.group = group
+        # The session being published to the hub: tick-0 wall time, frames, first/last tick.
+        self._pub_start_us = 0
+        self._pub_frames = 0
+        self._pub_first: int | None = None
+        self._pub_last: int | None = None
 
     # -- what sources and the daemon call --------------------------------------------------------
 
@@ -247,6 +261,8 @@ class LiveRecorder:
         self.progress += 1
 
     def _queue(self, ops: list[Op]) -> None:
+        if self.hub is not None and ops:
+            self._publish(self.hub, ops)
         for op in ops:
             if isinstance(op, FramesOp):
                 n = len(op.frames)
@@ -262,6 +278,51 @@ class LiveRecorder:
             self._frame_rate = self._rate_frames / dt
             self._rate_frames = 0
             self._rate_t = now
+
+    def _publish(self, hub: ObserverHub, ops: list[Op]) -> None:
+        """Tell the observers what the engine just produced (before it reaches the disk)."""
+        rate = self.policy.rate_hz
+        for op in ops:
+            if isinstance(op, FramesOp):
+                ticks = op.frames["tick"]
+                if len(ticks) == 0:
+                    continue
+                if self._pub_first is None:
+                    self._pub_first = int(ticks[0])
+                self._pub_last = int(ticks[-1])
+                self._pub_frames += len(ticks)
+                if hub.wants_frames:
+                    frames = op.frames.copy()
+                    times = self._pub_start_us + (ticks.astype(np.int64) * 1_000_000 + rate // 2) // rate
+                    hub.publish(LiveFrames(self.group, self.recorder.schema, frames, times))
+            elif isinstance(op, BeginOp):
+                self._pub_start_us = op.start_us
+                self._pub_frames, self._pub_first, self._pub_last = 0, None, None
+                reason = str(op.header.get("start_reason", "first"))
+                hub.publish(SessionStarted(self.group, reason, op.start_us))
+            elif isinstance(op, EndOp):
+                span = (
+                    0
+                    if self._pub_first is None or self._pub_last is None
+                    else (self._pub_last - self._pub_first + 1)
+                )
+                laps = op.footer.get("laps")
+                lap_count = best_s = None
+                if isinstance(laps, Mapping):
+                    lap_count = int(laps.get("lap_count", 0))
+                    best_ms = int(laps.get("best_lap_ms", 0))
+                    best_s = best_ms / 1000 if best_ms else None
+                hub.publish(
+                    SessionEnded(
+                        self.group,
+                        str(op.footer.get("end_reason", "end")),
+                        self._pub_frames,
+                        span - self._pub_frames,
+                        span / rate,
+                        lap_count,
+                        best_s,
+                    )
+                )
 
     def _finish_engine(self, reason: str) -> None:
         if self._engine_done:
