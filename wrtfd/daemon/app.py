@@ -36,6 +36,7 @@ from wrtfd.daemon.rates import RateMeter
 from wrtfd.daemon.status import UP_STATES, StatusServer, health_problems
 from wrtfd.daemon.supervise import Backoff, supervise
 from wrtfd.decoders.base import Sample
+from wrtfd.recorder.observe import ObserverHub
 from wrtfd.sources.base import SampleSink, Source
 
 __all__ = ["Daemon", "LiveRecorder", "SourceHandle"]
@@ -96,8 +97,11 @@ class Daemon:
         output_dir: Path,
         *,
         env: Mapping[str, str] | None = None,
+        hub: ObserverHub | None = None,
     ) -> None:
         self.loaded = loaded
+        #: Every group's recorder publishes here; the journal, the page, the fleet... observe it.
+        self.hub = ObserverHub() if hub is None else hub
         self.config = loaded.config
         self.handles = handles
         self.recorder = recorder

@@ -18,6 +18,7 @@ from typing import Any
 
 from wrtfd.daemon.config import LoadedConfig
 from wrtfd.errors import ConfigError
+from wrtfd.recorder.observe import ObserverHub
 
 __all__ = ["WEDGE_ENV", "build_recorder", "wedge_hook"]
 
@@ -44,6 +45,8 @@ def build_recorder(
     *,
     derived: Sequence[Any] = (),
     metadata: Mapping[str, str] | None = None,
+    hub: ObserverHub | None = None,
+    group: str = "",
 ) -> Any:
     """The :class:`wrtfd.recorder.LiveRecorder` for ``built`` sources (nothing touches disk yet).
 
@@ -93,6 +96,8 @@ def build_recorder(
             # leave a margin inside the daemon's own deadline for the final close
             stop_timeout_s=max(0.1, cfg.daemon.shutdown_timeout_s * 0.9),
             on_batch=wedge_hook(fifo) if fifo else None,
+            hub=hub,
+            group=group,
         )
     except ConfigError as exc:
         raise ConfigError(f"{loaded.origin}: {exc}") from None

@@ -32,6 +32,7 @@ from wrtfd.daemon.supervise import Backoff
 from wrtfd.decoders.base import Sample
 from wrtfd.errors import ConfigError, WrtfdError
 from wrtfd.format.schema import Schema, layout_difference
+from wrtfd.recorder.observe import ObserverHub
 from wrtfd.sources.base import SampleSink, Source
 
 if TYPE_CHECKING:
@@ -296,6 +297,7 @@ def _recorder(
     env: Mapping[str, str] | None = None,
     *,
     check_pins: bool = True,
+    hub: ObserverHub | None = None,
 ) -> Any:
     """One live recorder per recording group, behind the single-recorder interface.
 
@@ -315,7 +317,7 @@ def _recorder(
         if derived and "Track" not in loaded.config.recorder.metadata:
             metadata["Track"] = derived[0].track.name
         groups[group] = build_recorder(
-            loaded, group_built, output_dir, env, derived=derived, metadata=metadata
+            loaded, group_built, output_dir, env, derived=derived, metadata=metadata, hub=hub, group=group
         )
         if check_pins:
             check_pinned_schema(loaded, group, groups[group].recorder.schema)
@@ -368,7 +370,8 @@ def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Any:
 
     built = build_sources(loaded)
     output_dir = loaded.output_dir(env)
-    recorder = _recorder(loaded, built, output_dir, env)
+    hub = ObserverHub()
+    recorder = _recorder(loaded, built, output_dir, env, hub=hub)
     handles = [
         SourceHandle(
             config=b.config,
@@ -379,4 +382,4 @@ def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Any:
         )
         for b in built
     ]
-    return Daemon(loaded, handles, recorder, output_dir, env=env)
+    return Daemon(loaded, handles, recorder, output_dir, env=env, hub=hub)
