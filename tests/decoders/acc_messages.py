@@ -94,7 +94,12 @@ def entry_list(cars: Sequence[int], conn: int = 5) -> bytes:
 
 
 def entry_list_car(
-    car: int, number: int, *, model: int = 31, cup: int = 0, drivers: Sequence[tuple[str, str]] = (("Sim", "Driver"),)
+    car: int,
+    number: int,
+    *,
+    model: int = 31,
+    cup: int = 0,
+    drivers: Sequence[tuple[str, str]] = (("Sim", "Driver"),),
 ) -> bytes:
     body = struct.pack("<BHB", 6, car, model) + string(f"Team {number}")
     body += struct.pack("<iBBHB", number, cup, 0, 17, len(drivers))

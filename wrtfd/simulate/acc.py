@@ -103,6 +103,7 @@ class AccBroadcastServer:
         ai_cars: int = 3,
         rate_hz: float = 60.0,
         car: CarSpec | None = None,
+        first_connection_id: int = 1,
     ) -> None:
         if not 0 <= ai_cars <= len(AI_CARS):
             raise ValueError(f"ai_cars must be 0..{len(AI_CARS)}")
@@ -115,7 +116,7 @@ class AccBroadcastServer:
         history = max((c.delay_s for c in self.cars), default=0.0) + MAX_LOSS_S
         self._history: deque[CarState] = deque(maxlen=round(history * rate_hz) + 2)
         self.clients: dict[Any, _Client] = {}
-        self._next_id = 1
+        self._next_id = first_connection_id  # a restarted game numbers its connections anew
         self.bad_requests = 0
         self.refused = 0
         self.events: list[tuple[int, int, int]] = []  # (type, car index, time ms): every event sent
