@@ -27,7 +27,11 @@ async def until(predicate: Callable[[], bool], timeout_s: float = 15.0) -> None:
 
 def source_for(game: LoopbackAcc, password: str, **kw: object) -> AccSource:
     return AccSource(
-        host="127.0.0.1", port=game.address[1], local_host="127.0.0.1", password=password, **kw  # type: ignore[arg-type]
+        host="127.0.0.1",
+        port=game.address[1],
+        local_host="127.0.0.1",
+        password=password,
+        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -77,7 +81,8 @@ async def test_a_wrong_password_is_refused_and_retried_with_backoff() -> None:
         await tg.start(source.run, lambda s: None)
         await until(lambda: source.registrations_refused >= 5)
         assert source.stats.state is SourceState.LISTENING
-        assert WRONG_PASSWORD in source.stats.state_detail and "check the password" in source.stats.state_detail
+        detail = source.stats.state_detail
+        assert WRONG_PASSWORD in detail and "check the password" in detail
         tg.cancel_scope.cancel()
     assert source.last_refusal == WRONG_PASSWORD
     assert source.stats.dropped.as_dict()["registration_refused"] == source.registrations_refused
