@@ -320,13 +320,16 @@ class AccBroadcastServer:
             self._over = True
             events.append(self.event(EV_SESSION_OVER, PLAYER_INDEX, round(self._t * 1000), "session over"))
         out: list[tuple[bytes, Any]] = [(e, addr) for addr in self.clients for e in events]
-        due = [(addr, cl) for addr, cl in self.clients.items() if self._t >= cl.next_update_t or last]
+        due = [(a, cl) for a, cl in self.clients.items() if self._t >= cl.next_update_t - 1e-9 or last]
         if due:
             order = sorted(self.cars, key=lambda c: -c.progress_m)
             positions = {c.index: i + 1 for i, c in enumerate(order)}
             updates = [self.realtime_update()] + [self.car_update(c, positions[c.index]) for c in self.cars]
             for addr, cl in due:
-                cl.next_update_t = self._t + cl.interval_s
+                # on the client's own grid (a 100 ms interval is not a whole number of 60 Hz ticks)
+                cl.next_update_t += cl.interval_s
+                if cl.next_update_t <= self._t:
+                    cl.next_update_t = self._t + cl.interval_s
                 out += [(m, addr) for m in updates if m]
         return out
 
