@@ -21,8 +21,9 @@ Car arrays (``all_*``, ``max_cars`` elements): slot *i* holds the *i*-th car of 
 ENTRY_LIST (``all_car_index[i]`` says which car index, 65535 = empty slot), since the game's car
 indexes are arbitrary u16 values. A car update of a car not in the list takes the next free
 slot and asks for a new entry list (:attr:`AccDecoder.entry_list_wanted`); with every slot taken
-it is counted in ``skipped`` (``car_slots_full``). Every car update re-sends the arrays, so the
-recorder's sample-and-hold always holds every car's latest values. The focused car (the one the
+it is counted in ``skipped`` (``car_slots_full``). Every car update re-sends the arrays it
+changes (the entry list and entry list cars send the car index, race number, model and cup
+arrays), so the recorder's sample-and-hold always holds every car's latest values. The focused car (the one the
 game's camera follows: the player's car when driving) is also recorded as scalars.
 
 Events have no markers yet: each BROADCASTING_EVENT sets ``event_type``, ``event_car_index``,
@@ -114,6 +115,7 @@ SESSION_TYPES = {
     14: "replay",
 }
 NO_TIME = 0x7FFFFFFF  # INT32_MAX: "no lap time / split"
+_NO_TIME = NO_TIME
 EMPTY_SLOT = 0xFFFF
 MAX_CARS_LIMIT = 255
 EVENT_MESSAGE_BYTES = 64
@@ -177,10 +179,6 @@ CAR_CHANNELS: tuple[tuple[str, int | float], ...] = (
 _STATIC = ("all_car_index", "all_race_number", "all_car_model", "all_cup_category")
 
 
-def _ms(v: int) -> int:
-    return 0 if v == NO_TIME else v
-
-
 @cache
 def _splits_struct(n: int) -> struct.Struct:
     return struct.Struct(f"<{n}i")
@@ -223,21 +221,27 @@ def _end(data: bytes, pos: int, what: str) -> None:
         )
 
 
-#: A lap: (time ms, split1, split2, split3, invalid, valid for best, outlap, inlap, car index).
-Lap = tuple[int, int, int, int, int, int, int, int, int]
+#: A lap as its fields are laid out when it has three splits: time ms, car index, driver index,
+#: split count (3), split 1..3, invalid, valid for best, outlap, inlap (times raw: INT32_MAX = none).
+Lap = tuple[int, ...]
+_LAP3 = "iHHB3iBBBB"  # a lap with three splits: 25 bytes
+# A car update whose three laps each have three splits (ACC's tracks have three sectors): one
+# unpack for the whole message.
+_CAR_FAST = struct.Struct("<HHBBfffBHHHHfHi" + _LAP3 * 3)
+_CAR_FAST_SIZE = 1 + _CAR_FAST.size
+_SPLIT_COUNTS = (1 + _CAR.size + 8, 1 + _CAR.size + 25 + 8, 1 + _CAR.size + 50 + 8)
 
 
 def _lap(data: bytes, pos: int) -> tuple[Lap, int]:
+    """A lap of any split count, as the three-split layout (splits cut or padded to three)."""
     _need(data, pos, _LAP_HEAD.size, "a lap")
-    ms, car, _driver, n = _LAP_HEAD.unpack_from(data, pos)
+    ms, car, driver, n = _LAP_HEAD.unpack_from(data, pos)
     pos += _LAP_HEAD.size
     _need(data, pos, 4 * n + _LAP_TAIL.size, "a lap's splits")
     splits = _splits_struct(n).unpack_from(data, pos) if n else ()
     pos += 4 * n
-    invalid, valid_best, outlap, inlap = _LAP_TAIL.unpack_from(data, pos)
-    s = (*splits[:3], NO_TIME, NO_TIME, NO_TIME)
-    lap: Lap = (_ms(ms), _ms(s[0]), _ms(s[1]), _ms(s[2]), invalid, valid_best, outlap, inlap, car)
-    return lap, pos + _LAP_TAIL.size
+    tail = _LAP_TAIL.unpack_from(data, pos)
+    return (ms, car, driver, 3, *(*splits[:3], NO_TIME, NO_TIME, NO_TIME)[:3], *tail), pos + _LAP_TAIL.size
 
 
 def encode_string(text: str) -> bytes:
@@ -285,12 +289,13 @@ def decode_registration(data: bytes) -> RegistrationResult:
     return RegistrationResult(conn, success > 0, writable == 0, fit_utf8(error, 200))
 
 
-def _column_builder(names: Sequence[str]) -> Callable[[list[list[Any]]], dict[str, Any]]:
-    """``cols -> {name: tuple(cols[i]), ...}`` compiled once (names are checked identifiers)."""
+def _column_builder(names: Sequence[str], offset: int = 0) -> Callable[[list[list[Any]]], dict[str, Any]]:
+    """``cols -> {name: tuple(cols[offset + i]), ...}`` compiled once: the fastest way to copy the
+    columns into a dict (names are checked identifiers)."""
     for n in names:
         if not n.isidentifier():
             raise ValueError(f"channel {n!r} is not an identifier")
-    items = ", ".join(f"{n!r}: tuple(c[{i}])" for i, n in enumerate(names))
+    items = ", ".join(f"{n!r}: tuple(c[{offset + i}])" for i, n in enumerate(names))
     namespace: dict[str, Any] = {}
     exec(compile(f"def build(c):\n    return {{{items}}}\n", "<acc>", "exec"), namespace)
     build: Callable[[list[list[Any]]], dict[str, Any]] = namespace["build"]
@@ -326,6 +331,7 @@ class AccDecoder:
         self._cols: list[list[Any]] = [[d] * max_cars for d in self._defaults]
         self._build_all = _column_builder(self._names)
         self._build_static = _column_builder(_STATIC)
+        self._build_dynamic = _column_builder(self._names[len(_STATIC) :], len(_STATIC))
         self._slot_of: dict[int, int] = {}
         self._free = 0  # next slot not taken by the entry list or a late car
         self._drivers: dict[int, tuple[int, tuple[str, ...]]] = {}  # car -> (current driver, names)
@@ -440,7 +446,8 @@ class AccDecoder:
             pos += _RT_REPLAY.size
         _need(data, pos, _RT_WEATHER.size, "a realtime update's weather")
         tod_ms, ambient, track_temp, clouds, rain, wet = _RT_WEATHER.unpack_from(data, pos)
-        best, pos = _lap(data, pos + _RT_WEATHER.size)
+        raw_best, pos = _lap(data, pos + _RT_WEATHER.size)
+        best = [0 if v == NO_TIME else v for v in raw_best[:7]]
         _end(data, pos, "a realtime update")
         self._time_ns = int(time_ms * 1e6) if math.isfinite(time_ms) and abs(time_ms) < 1e15 else None
         if focused != self._focused:
@@ -469,10 +476,10 @@ class AccDecoder:
             "rain_level": rain / 10.0,
             "wetness": wet / 10.0,
             "best_session_lap_ms": best[0],
-            "best_session_lap_car_index": best[8],
-            "best_session_split1_ms": best[1],
-            "best_session_split2_ms": best[2],
-            "best_session_split3_ms": best[3],
+            "best_session_lap_car_index": raw_best[1],
+            "best_session_split1_ms": best[4],
+            "best_session_split2_ms": best[5],
+            "best_session_split3_ms": best[6],
         }
 
     def _slot(self, car: int) -> int | None:
@@ -488,19 +495,37 @@ class AccDecoder:
         return slot
 
     def _car(self, data: bytes) -> dict[str, Any] | None:
-        _need(data, 1, _CAR.size, "a realtime car update")
+        n = _NO_TIME
+        if (
+            len(data) == _CAR_FAST_SIZE
+            and data[_SPLIT_COUNTS[0]] == data[_SPLIT_COUNTS[1]] == data[_SPLIT_COUNTS[2]] == 3
+        ):
+            t: tuple[Any, ...] = _CAR_FAST.unpack_from(data, 1)
+        else:
+            _need(data, 1, _CAR.size, "a realtime car update")
+            best, pos = _lap(data, 1 + _CAR.size)
+            last, pos = _lap(data, pos)
+            cur, pos = _lap(data, pos)
+            _end(data, pos, "a realtime car update")
+            t = (*_CAR.unpack_from(data, 1), *best, *last, *cur)
         (car, driver, _count, gear, wx, wy, yaw, location, kmh, position, cup_pos, track_pos,
-         spline, laps, delta) = _CAR.unpack_from(data, 1)  # fmt: skip
-        best, pos = _lap(data, 1 + _CAR.size)
-        last, pos = _lap(data, pos)
-        cur, pos = _lap(data, pos)
-        _end(data, pos, "a realtime car update")
+         spline, laps, delta) = t[:15]  # fmt: skip
         gear = min(gear - 2, 127)  # the wire adds 2: R = -1, N = 0
-        slot = self._slot(car)
-        out: dict[str, Any]
+        # laps at 15 (best), 26 (last), 37 (current): ms, car, driver, 3, splits x3, invalid ...
+        best_ms = 0 if t[15] == n else t[15]
+        last_ms = 0 if t[26] == n else t[26]
+        cur_ms = 0 if t[37] == n else t[37]
+        l1 = 0 if t[30] == n else t[30]
+        l2 = 0 if t[31] == n else t[31]
+        l3 = 0 if t[32] == n else t[32]
+        slot = self._slot_of.get(car)
+        if slot is None:
+            slot = self._slot(car)
+            out: dict[str, Any] = {} if slot is None else self._build_static(self._cols)
+        else:
+            out = {}
         if slot is None:
             self.skipped.add("car_slots_full")
-            out = {}
         else:
             c = self._cols
             c[4][slot] = driver
@@ -516,14 +541,14 @@ class AccDecoder:
             c[14][slot] = spline
             c[15][slot] = laps
             c[16][slot] = delta
-            c[17][slot] = best[0]
-            c[18][slot] = last[0]
-            c[19][slot] = cur[0]
-            c[20][slot] = last[1]
-            c[21][slot] = last[2]
-            c[22][slot] = last[3]
-            c[23][slot] = cur[4]
-            out = self._build_all(c)
+            c[17][slot] = best_ms
+            c[18][slot] = last_ms
+            c[19][slot] = cur_ms
+            c[20][slot] = l1
+            c[21][slot] = l2
+            c[22][slot] = l3
+            c[23][slot] = t[44]
+            out.update(self._build_dynamic(c))
         if car == self._focused:
             out.update(
                 car_index=car,
@@ -540,19 +565,19 @@ class AccDecoder:
                 spline_position=spline,
                 laps=laps,
                 delta_ms=delta,
-                best_lap_ms=best[0],
-                last_lap_ms=last[0],
-                current_lap_ms=cur[0],
-                last_split1_ms=last[1],
-                last_split2_ms=last[2],
-                last_split3_ms=last[3],
-                current_split1_ms=cur[1],
-                current_split2_ms=cur[2],
-                current_split3_ms=cur[3],
-                last_lap_invalid=last[4],
-                current_lap_invalid=cur[4],
-                current_lap_outlap=cur[6],
-                current_lap_inlap=cur[7],
+                best_lap_ms=best_ms,
+                last_lap_ms=last_ms,
+                current_lap_ms=cur_ms,
+                last_split1_ms=l1,
+                last_split2_ms=l2,
+                last_split3_ms=l3,
+                current_split1_ms=0 if t[41] == n else t[41],
+                current_split2_ms=0 if t[42] == n else t[42],
+                current_split3_ms=0 if t[43] == n else t[43],
+                last_lap_invalid=t[33],
+                current_lap_invalid=t[44],
+                current_lap_outlap=t[46],
+                current_lap_inlap=t[47],
             )
         return out or None
 
