@@ -15,6 +15,7 @@ a rally stage.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -196,13 +197,7 @@ def _send(
             speed_scale=args.speed_scale,
             on_tick=on_tick,
         )
-    return {
-        "ticks": stats.ticks,
-        "datagrams": stats.datagrams,
-        "bytes": stats.bytes,
-        "late_ticks": stats.late_ticks,
-        "send_errors": stats.send_errors,
-    }
+    return dataclasses.asdict(stats)
 
 
 def _progress(sim: Any, rate: float) -> Any:
@@ -262,11 +257,7 @@ def _serve(
             on_tick=_progress(sim, rate),
         )
     return {
-        "ticks": stats.ticks,
-        "datagrams": stats.datagrams,
-        "bytes": stats.bytes,
-        "late_ticks": stats.late_ticks,
-        "send_errors": stats.send_errors,
+        **dataclasses.asdict(stats),
         "clients": len(server.clients),
         "registrations_refused": server.refused,
         "events": [list(e) for e in server.events],

@@ -24,9 +24,7 @@ from any host but the game's are dropped as ``sender_not_allowed``; larger than
 from __future__ import annotations
 
 import logging
-import socket
 import time
-from typing import Any
 
 import anyio
 
@@ -40,9 +38,9 @@ from wrtfd.decoders.acc import (
     encode_register,
     encode_request,
 )
-from wrtfd.decoders.base import Sample
-from wrtfd.errors import ConfigError, DecodeError, SourceError
-from wrtfd.sources.base import SampleSink, SinkFull, SourceState, SourceStats
+from wrtfd.errors import ConfigError, DecodeError
+from wrtfd.sources.base import SampleSink, SourceState, SourceStats
+from wrtfd.sources.peer import PeerSource, decode_counted, hand_over, peer_datagrams
 from wrtfd.sources.udp import DatagramSocket
 
 __all__ = ["AccSource"]
@@ -54,9 +52,10 @@ MAX_TEXT_BYTES = 255
 #: Entry list / track data requests: at most one per this many seconds, a few times each.
 _REQUEST_INTERVAL_S = 1.0
 _TRACK_REQUESTS = 5
+_REGISTRATION_TYPE = bytes((MSG_REGISTRATION_RESULT,))
 
 
-class AccSource:
+class AccSource(PeerSource):
     """Registers with ACC at ``host:port`` and records its broadcasting stream.
 
     Counters for status and tests: ``registrations_sent``, ``registrations_accepted``,
@@ -120,52 +119,14 @@ class AccSource:
         self.reregistrations = 0
         self.entry_list_requests = 0
         self.last_refusal = ""
-        self._socket: DatagramSocket | None = None
+        self._session = _Session()
 
-    @property
-    def local_address(self) -> tuple[str, int] | None:
-        return self._socket.local_address if self._socket is not None else None
+    def _listening(self, server: tuple[str, int]) -> str:
+        return f"registering with {server[0]}:{server[1]}"
 
-    async def run(self, sink: SampleSink, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """Bind, report started, register and receive until cancelled; unregister on the way out.
-
-        :raises SourceError: the local address cannot be bound or the game's host not resolved.
-        """
-        self.stats.set_state(SourceState.STARTING)
-        try:
-            infos = await anyio.getaddrinfo(
-                self.host, self.port, family=socket.AF_INET, type=socket.SOCK_DGRAM
-            )
-        except OSError as e:
-            self.stats.set_state(SourceState.FAILED, str(e))
-            raise SourceError(f"{self.name}: cannot resolve {self.host}: {e}") from e
-        server = (str(infos[0][4][0]), self.port)
-        try:
-            sock = DatagramSocket(self.local_host, self.local_port, rcvbuf_bytes=self.rcvbuf_bytes)
-        except SourceError as e:
-            self.stats.set_state(SourceState.FAILED, str(e))
-            raise
-        self._socket = sock
-        self.stats.set_state(SourceState.LISTENING, f"registering with {server[0]}:{server[1]}")
-        session = _Session()
-        try:
-            task_status.started()
-            await self._loop(sock, server, sink, session)
-        finally:
-            if session.connection_id is not None:
-                try:
-                    sock.send_to(encode_request(OUT_UNREGISTER, session.connection_id), server)
-                except OSError as e:  # the game may be gone already; nothing else to do
-                    log.debug("%s: unregister not sent: %s", self.name, e)
-            sock.close()
-            self.stats.set_state(SourceState.STOPPED)
-
-    def _send(self, sock: DatagramSocket, data: bytes, server: tuple[str, int]) -> None:
-        try:
-            sock.send_to(data, server)
-        except OSError as e:
-            self.stats.dropped.add("send_error")
-            log.debug("%s: send to %s failed: %s", self.name, server, e)
+    def _goodbye(self) -> bytes | None:
+        conn = self._session.connection_id
+        return None if conn is None else encode_request(OUT_UNREGISTER, conn)
 
     def _register(self, sock: DatagramSocket, server: tuple[str, int], session: _Session, now: float) -> None:
         self._send(
@@ -227,13 +188,10 @@ class AccSource:
         log.info("%s: registered with %s:%d (connection %d%s)", self.name, server[0], server[1],
                  result.connection_id, ", a new game" if new_game else "")  # fmt: skip
 
-    async def _loop(
-        self, sock: DatagramSocket, server: tuple[str, int], sink: SampleSink, session: _Session
-    ) -> None:
+    async def _loop(self, sock: DatagramSocket, server: tuple[str, int], sink: SampleSink) -> None:
+        session = self._session = _Session()
         stats = self.stats
-        dropped = stats.dropped
         decoder = self.decoder
-        read_size = self.max_datagram_bytes + 1
         session.backoff_s = self.register_interval_s
         while True:
             now = time.monotonic()
@@ -253,48 +211,15 @@ class AccSource:
                 deadline = session.next_register
             with anyio.move_on_after(max(0.0, deadline - now) + 0.001):
                 await sock.wait_readable()
-            while True:
-                try:
-                    got = sock.receive(read_size)
-                except OSError:
-                    dropped.add("socket_error")
-                    continue
-                if got is None:
-                    break
-                data, addr, _flags, kernel_dropped, rx_ns = got
-                if kernel_dropped:
-                    dropped.add("kernel_overflow", kernel_dropped)
-                stats.received += 1
-                stats.bytes += len(data)
-                stats.last_rx_ns = rx_ns
-                if addr[0] != server[0]:
-                    dropped.add("sender_not_allowed")
-                    continue
-                if len(data) > self.max_datagram_bytes:
-                    dropped.add("too_large")
-                    continue
-                if data[:1] == bytes((MSG_REGISTRATION_RESULT,)):
+            for data, rx_ns in peer_datagrams(sock, server, stats, self.max_datagram_bytes):
+                if data[:1] == _REGISTRATION_TYPE:
                     self._accepted(sock, server, session, data)
                     continue
-                try:
-                    decoded = decoder.decode(data)
-                except DecodeError as e:
-                    dropped.add(e.reason)
-                    continue
-                except Exception:  # a decoder bug must not stop recording: count it, log it
-                    dropped.add("decoder_error")
-                    log.exception("%s: decoder failed on a %d-byte datagram", self.name, len(data))
-                    continue
-                if session.connection_id is not None:
+                ok, decoded = decode_counted(decoder, data, stats, log, self.name)
+                if ok and session.connection_id is not None:
                     session.last_rx = time.monotonic()
-                if decoded is None:
-                    continue
-                try:
-                    sink(Sample.from_decoded(self.name, rx_ns, decoded))
-                except SinkFull:
-                    dropped.add("queue_full")
-                    continue
-                stats.samples += 1
+                if decoded is not None:
+                    hand_over(sink, self.name, rx_ns, decoded, stats)
 
 
 class _Session:
