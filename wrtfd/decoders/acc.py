@@ -23,8 +23,9 @@ indexes are arbitrary u16 values. A car update of a car not in the list takes th
 slot and asks for a new entry list (:attr:`AccDecoder.entry_list_wanted`); with every slot taken
 it is counted in ``skipped`` (``car_slots_full``). Every car update re-sends the arrays it
 changes (the entry list and entry list cars send the car index, race number, model and cup
-arrays), so the recorder's sample-and-hold always holds every car's latest values. The focused car (the one the
-game's camera follows: the player's car when driving) is also recorded as scalars.
+arrays), so the recorder's sample-and-hold always holds every car's latest values. The focused
+car (the one the game's camera follows: the player's car when driving) is also recorded as
+scalars.
 
 Events have no markers yet: each BROADCASTING_EVENT sets ``event_type``, ``event_car_index``,
 ``event_time_ms`` and ``event_message``, adds one to ``event_count`` and to
