@@ -79,7 +79,35 @@ def cases() -> list[tuple[str, str, dict[str, Any], bytes, struct.Struct]]:
                 struct.Struct("<4siI12f3i5fB3xffff" + "7f4B2f" * 4 + "ff")))  # fmt: skip
     fields = [{"name": f"f{i}", "type": "float32"} for i in range(20)]
     out.append(("struct 20 floats", "struct", {"fields": fields}, bytes(80), struct.Struct("<20f")))
+    out += _acc_wrc_cases()
     return out
+
+
+def _acc_wrc_cases() -> list[tuple[str, str, dict[str, Any], bytes, struct.Struct]]:
+    """ACC broadcasting (issue 14): a car update (one car of the arrays, the common message) and a
+    realtime update; EA SPORTS WRC: a session_update of the shipped structure. Baselines: one
+    Struct of the whole message as sent (strings at their sample lengths)."""
+    from wrtfd.decoders.wrc import TYPES, WrcDecoder
+
+    lap = "iHHB3iBBBB"
+    car_fmt = "<BHHBBfffBHHHHfHi" + lap * 3
+    laps = [95_000, 12, 0, 3, 30_000, 32_000, 33_000, 0, 1, 0, 0] * 3
+    car = struct.pack(car_fmt, 3, 12, 0, 1, 6, 1.0, 2.0, 0.5, 1, 201, 2, 2, 2, 0.25, 3, -120, *laps)
+    rt_fmt = "<BHHBBffiH8sH5sH9sBfbbBBB" + lap
+    realtime = struct.pack(rt_fmt, 2, 0, 0, 10, 5, 61_500.0, 3_600_000.0, 7, 8, b"Drivable", 5, b"Chase",
+                           9, b"Basic HUD", 0, 50_400_000.0, 22, 29, 1, 0, 0, *laps[:11])  # fmt: skip
+    wrc = WrcDecoder()
+    return [
+        ("acc car update", "acc", {}, car, struct.Struct(car_fmt)),
+        ("acc realtime update", "acc", {}, realtime, struct.Struct(rt_fmt)),
+        (
+            "wrc session_update",
+            "wrc",
+            {},
+            b"SESU" + bytes(wrc.size - 4),
+            struct.Struct("<" + "".join(TYPES[c.type][0] for c in wrc.layout)),
+        ),
+    ]
 
 
 def rate(fn: Callable[[bytes], Any], data: bytes, seconds: float, rounds: int = 3) -> float:

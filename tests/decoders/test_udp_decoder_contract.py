@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.decoders import acc_messages
 from tests.decoders.f1_capture import records
 from wrtfd.decoders.registry import all_protocols, make_decoder
 from wrtfd.errors import DecodeError
@@ -33,6 +34,8 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
     "assetto_corsa": {},
     "codemasters": {},
     "struct": STRUCT_OPTIONS,
+    "acc": {},
+    "wrc": {},
 }
 REASONS = {"wrong_size", "unknown_format", "unknown_packet_id", "bad_magic", "bad_header"}
 
@@ -80,6 +83,8 @@ def _corpus(shared_data: Path) -> dict[str, list[bytes]]:
         "outsim": [bytes(64), bytes(68)],
         "outsim2": [b"LFST" + bytes(276)],
         "struct": [bytes(16) + b"\xab\xcd"],
+        "acc": acc_messages.session_stream(),
+        "wrc": [bytes(275), b"SESU" + bytes(271)],
     }
 
 

@@ -5,11 +5,17 @@ six gears); the packets are the game's real format at its rate. ``--speed-scale 
 simulated seconds per real second; the packets' own clocks carry simulated time. At the end the
 simulator's lap times are printed (stderr, or JSON on stdout with ``--json``): they are the
 reference the recorder's lap detection is checked against.
+
+ACC (``--protocol acc``) is served, not sent: ``--listen HOST:PORT`` plays the game's
+broadcasting server, waits for a client to register with ``--password`` and then streams the
+session (with a few AI cars) to it. EA SPORTS WRC (``--protocol wrc``) drives the track once, as
+a rally stage.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -17,7 +23,9 @@ from typing import Any
 
 __all__ = ["register"]
 
-PROTOCOLS = ("forza", "f1", "outgauge", "outsim")
+PROTOCOLS = ("forza", "f1", "outgauge", "outsim", "acc", "wrc")
+#: Protocols whose game is a server the recorder registers with (``--listen``, not ``--to``).
+SERVED = ("acc",)
 
 
 def register(subparsers: Any) -> None:
@@ -31,6 +39,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--track", type=Path, required=True, help="track file (format 2.0)")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--to", metavar="HOST:PORT", help="where to send the datagrams")
+    where.add_argument(
+        "--listen", metavar="HOST:PORT", help="acc: serve the broadcasting protocol on this address"
+    )
     where.add_argument(
         "--record",
         type=Path,
@@ -51,6 +62,16 @@ def register(subparsers: Any) -> None:
         help="forza packet variant (default fm2023, 331 bytes)",
     )
     p.add_argument("--f1-format", type=int, choices=(2024, 2025), default=2024, help="f1 packetFormat")
+    p.add_argument("--password", default="", help="acc: the connection password clients must give")
+    p.add_argument(
+        "--command-password", default="", help="acc: the command password (none: every client may)"
+    )
+    p.add_argument(
+        "--ai-cars", type=int, default=3, help="acc: AI cars besides the simulated one (0..4, default 3)"
+    )
+    p.add_argument(
+        "--wait", type=float, default=60.0, help="acc: seconds to wait for a client to register (default 60)"
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     p.set_defaults(func=_run)
 
@@ -67,11 +88,24 @@ def _run(args: argparse.Namespace) -> int:
     if args.rate is not None and not (1 <= args.rate <= 1000):
         raise WrtfdError(f"--rate must be 1..1000 Hz, got {args.rate}")
     address: tuple[str, int] | None = None
-    if args.to is not None:
+    if args.protocol in SERVED and args.to is not None:
+        raise WrtfdError(
+            f"--protocol {args.protocol}: the game is a server: use --listen HOST:PORT (or --record)"
+        )
+    if args.protocol not in SERVED and args.listen is not None:
+        raise WrtfdError(f"--listen is for {', '.join(SERVED)}; use --to HOST:PORT")
+    if not 0 <= args.ai_cars <= 4:
+        raise WrtfdError(f"--ai-cars must be 0..4, got {args.ai_cars}")
+    if not 0 < args.wait <= 3600:
+        raise WrtfdError(f"--wait must be 0..3600 s, got {args.wait}")
+    if args.protocol == "wrc":
+        args.laps = 1  # a rally stage: the track once, start line to start line
+    if args.to is not None or args.listen is not None:
+        option = "--to" if args.to is not None else "--listen"
         try:
-            address = parse_address(args.to)
+            address = parse_address(args.to if args.to is not None else args.listen)
         except ValueError as exc:
-            raise WrtfdError(f"--to: {exc}") from None
+            raise WrtfdError(f"{option}: {exc}") from None
     track = load_track(args.track)
     path = LanePath(track, args.lane)
     sectors = timing_sectors(track, path)
@@ -91,7 +125,10 @@ def _run(args: argparse.Namespace) -> int:
         "speed_scale": args.speed_scale,
         "seed": args.seed,
     }
-    if address is not None:
+    if address is not None and args.listen is not None:
+        summary.update(_serve(args, sim, info, address, rate))
+        where = f"client(s) of {address[0]}:{address[1]}"
+    elif address is not None:
         summary.update(_send(args, sim, encoder, address, rate))
         where = f"{address[0]}:{address[1]}"
     else:
@@ -144,20 +181,7 @@ def _send(
     from wrtfd.simulate import send_session
 
     host, port = address
-    tty = sys.stderr.isatty()
-    last_lap = [0]
-
-    def on_tick(state: Any) -> None:
-        if sim.laps and len(sim.laps) != last_lap[0]:
-            last_lap[0] = len(sim.laps)
-            lap = sim.laps[-1]
-            sys.stderr.write(f"lap {lap.number}: {lap.time_s:.3f} s\n")
-        elif tty and state.racing and int(state.t_s * rate) % int(rate) == 0:
-            sys.stderr.write(
-                f"\rt={state.t_s:7.1f} s lap {state.lap} {state.lap_distance_m:7.1f} m"
-                f" {state.speed_mps * 3.6:5.0f} km/h gear {state.gear}\r"
-            )
-
+    on_tick = _progress(sim, rate)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         addr = socket.getaddrinfo(host, port, family, socket.SOCK_DGRAM)[0][4]
@@ -173,10 +197,68 @@ def _send(
             speed_scale=args.speed_scale,
             on_tick=on_tick,
         )
+    return dataclasses.asdict(stats)
+
+
+def _progress(sim: Any, rate: float) -> Any:
+    """The per-tick callback printing lap times (and, on a TTY, where the car is)."""
+    tty = sys.stderr.isatty()
+    last_lap = [0]
+
+    def on_tick(state: Any) -> None:
+        if sim.laps and len(sim.laps) != last_lap[0]:
+            last_lap[0] = len(sim.laps)
+            lap = sim.laps[-1]
+            sys.stderr.write(f"lap {lap.number}: {lap.time_s:.3f} s\n")
+        elif tty and state.racing and int(state.t_s * rate) % int(rate) == 0:
+            sys.stderr.write(
+                f"\rt={state.t_s:7.1f} s lap {state.lap} {state.lap_distance_m:7.1f} m"
+                f" {state.speed_mps * 3.6:5.0f} km/h gear {state.gear}\r"
+            )
+
+    return on_tick
+
+
+def _serve(
+    args: argparse.Namespace, sim: Any, info: Any, address: tuple[str, int], rate: float
+) -> dict[str, Any]:
+    """ACC: play the broadcasting server on ``address`` until the session ends."""
+    import socket
+
+    from wrtfd.errors import WrtfdError
+    from wrtfd.simulate.acc import AccBroadcastServer, serve
+
+    host, port = address
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    server = AccBroadcastServer(
+        info,
+        password=args.password,
+        command_password=args.command_password,
+        ai_cars=args.ai_cars,
+        rate_hz=rate,
+    )
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise WrtfdError(f"--listen: cannot bind {host}:{port}: {exc.strerror or exc}") from None
+
+        def waiting() -> None:
+            sys.stderr.write(f"waiting for a broadcasting client on {host}:{port}\n")
+
+        stats = serve(
+            sim.states(),
+            server,
+            sock,
+            rate_hz=rate,
+            speed_scale=args.speed_scale,
+            wait_s=args.wait,
+            on_wait=waiting,
+            on_tick=_progress(sim, rate),
+        )
     return {
-        "ticks": stats.ticks,
-        "datagrams": stats.datagrams,
-        "bytes": stats.bytes,
-        "late_ticks": stats.late_ticks,
-        "send_errors": stats.send_errors,
+        **dataclasses.asdict(stats),
+        "clients": len(server.clients),
+        "registrations_refused": server.refused,
+        "events": [list(e) for e in server.events],
     }

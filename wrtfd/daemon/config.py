@@ -39,6 +39,7 @@ from wrtfd.sources.udp import DEFAULT_READ_INTERVAL_S
 __all__ = [
     "CONFIG_FILE_NAME",
     "DEFAULT_GROUP",
+    "AccSourceConfig",
     "AssettoCorsaSourceConfig",
     "ChannelMapping",
     "Config",
@@ -221,6 +222,29 @@ class AssettoCorsaSourceConfig(_SourceBase):
     port: Port = 9996
 
 
+#: A text the game receives in the registration: UTF-8, at most 255 bytes (checked by the source).
+AccText = Annotated[str, Field(max_length=255)]
+
+
+class AccSourceConfig(_SourceBase):
+    """Assetto Corsa Competizione broadcasting: we register with the game, it streams back to us.
+
+    ``password`` is the ``connectionPassword`` of the game's ``broadcasting.json``, ``port`` its
+    ``updListenerPort``; ``command_password`` its ``commandPassword`` (only needed for commands,
+    which wrtfd does not send: without it the game registers us read-only).
+    """
+
+    kind: Literal["acc"]
+    protocol: Literal["acc"] = "acc"
+    host: HostIP = "127.0.0.1"
+    port: Port = 9000
+    password: AccText = ""
+    command_password: AccText = ""
+    display_name: Annotated[str, Field(min_length=1, max_length=64)] = "wrtfd"
+    #: How often the game sends the realtime (car) updates.
+    update_interval_ms: Annotated[int, Field(ge=10, le=10_000)] = 100
+
+
 class SerialSourceConfig(_SourceBase):
     """A serial logger (GPS NMEA, CAN through SLCAN, OBD-II ELM327)."""
 
@@ -249,7 +273,7 @@ class DdsSourceConfig(_SourceBase):
 
 
 SourceConfig = Annotated[
-    UdpSourceConfig | AssettoCorsaSourceConfig | SerialSourceConfig | DdsSourceConfig,
+    UdpSourceConfig | AssettoCorsaSourceConfig | AccSourceConfig | SerialSourceConfig | DdsSourceConfig,
     Field(discriminator="kind"),
 ]
 
@@ -438,7 +462,7 @@ _EXPECTED: dict[str, str] = {
     "path_type": "expected a path (string)",
     "extra_forbidden": "unknown key",
     "missing": "required key is missing",
-    "union_tag_not_found": "required key `kind` is missing (udp | assetto_corsa | serial | dds)",
+    "union_tag_not_found": "required key `kind` is missing (udp | assetto_corsa | acc | serial | dds)",
 }
 
 
@@ -538,7 +562,7 @@ def check_protocols(config: Config, origin: str) -> None:
     from wrtfd.decoders import registry
 
     known = registry.all_protocols()
-    wanted_transport = {"udp": "udp", "assetto_corsa": "udp", "serial": "serial", "dds": "tcp"}
+    wanted_transport = {"udp": "udp", "assetto_corsa": "udp", "acc": "udp", "serial": "serial", "dds": "tcp"}
     for i, src in enumerate(config.sources):
         if isinstance(src, DdsSourceConfig):
             continue  # a DDS stream carries its own types; its topic map says what to record

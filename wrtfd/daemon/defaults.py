@@ -5,7 +5,9 @@ interfaces because the game usually runs on another machine, each in a recording
 own (so a Forza session records a file of Forza channels only, named after Forza). Where two
 games share a port (F1 and the Codemasters "extradata" format both use 20777) the one earlier in
 :data:`PORT_PREFERENCE` gets it. Protocols where *we* must contact the game (Assetto Corsa's
-handshake) are not in the default: they need the game's address.
+handshake, ACC's broadcasting registration) are not in the default: they need the game's address
+(and ACC the password of its ``broadcasting.json``, whose listener is off until the user sets
+``updListenerPort``).
 
 Recordings go to ``$STATE_DIRECTORY`` under systemd, else ``./recordings``.
 """
@@ -24,7 +26,7 @@ __all__ = ["CLIENT_PROTOCOLS", "PORT_PREFERENCE", "default_config", "default_con
 PORT_PREFERENCE: tuple[str, ...] = ("forza", "f1", "outgauge", "outsim", "codemasters", "dirt")
 
 #: UDP protocols that need us to initiate (a handshake to the game): not listenable by default.
-CLIENT_PROTOCOLS: frozenset[str] = frozenset({"assetto_corsa", "gt7"})
+CLIENT_PROTOCOLS: frozenset[str] = frozenset({"assetto_corsa", "gt7", "acc"})
 
 
 def _ordered(names: list[str]) -> list[str]:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from wrtfd.daemon.config import (
+    AccSourceConfig,
     AssettoCorsaSourceConfig,
     DdsSourceConfig,
     LoadedConfig,
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 #: Decoder option keys that name files: relative values are taken from the config file's directory.
-PATH_OPTION_KEYS = frozenset({"dbc", "definition", "schema", "layout"})
+PATH_OPTION_KEYS = frozenset({"dbc", "definition", "schema", "layout", "structure"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +195,23 @@ def build_source(loaded: LoadedConfig, index: int, src: SourceConfig) -> BuiltSo
                 where, "host", assetto_corsa.AssettoCorsaSource, name, decoder, host=src.host, port=src.port
             )
             address = f"udp peer {src.host}:{src.port}"
+        elif isinstance(src, AccSourceConfig):
+            from wrtfd.sources.acc import AccSource
+
+            source = _call(
+                where,
+                "host",
+                AccSource,
+                name,
+                decoder,
+                host=src.host,
+                port=src.port,
+                password=src.password,
+                command_password=src.command_password,
+                display_name=src.display_name,
+                update_interval_ms=src.update_interval_ms,
+            )
+            address = f"udp peer {src.host}:{src.port} (acc broadcasting)"
         else:
             source = _serial_source(src, decoder, where)
             address = f"serial {src.device} {src.baudrate} baud"

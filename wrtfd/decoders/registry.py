@@ -30,6 +30,9 @@ PROTOCOL_MODULES: tuple[str, ...] = (
     "wrtfd.decoders.nmea",
     "wrtfd.decoders.slcan",
     "wrtfd.decoders.obd",
+    # issue 14: ACC broadcasting, EA SPORTS WRC
+    "wrtfd.decoders.acc",
+    "wrtfd.decoders.wrc",
 )
 
 

@@ -485,6 +485,9 @@ ENCODERS: dict[str, str] = {
     "f1": "EA F1 2024/2025 (Motion, Lap Data, Car Telemetry, Session, Event)",
     "outgauge": "LFS OutGauge (92 B)",
     "outsim": "LFS OutSim v1 (64 B, positions)",
+    # issue 14 (wrtfd.simulate.acc, wrtfd.simulate.wrc)
+    "acc": "ACC broadcasting server (registration, entry list, track data, car updates, events)",
+    "wrc": "EA SPORTS WRC session_update of the shipped structure (the track as one stage)",
 }
 
 
@@ -513,4 +516,12 @@ def make_encoder(
         return OutGaugeEncoder(track, car=car)
     if protocol == "outsim":
         return OutSimEncoder(track, car=car)
+    if protocol == "acc":
+        from wrtfd.simulate.acc import AccEncoder
+
+        return AccEncoder(track, car=car)
+    if protocol == "wrc":
+        from wrtfd.simulate.wrc import WrcEncoder
+
+        return WrcEncoder(track, car=car)
     raise ValueError(f"unknown protocol {protocol!r}; known: {', '.join(ENCODERS)}")

@@ -15,9 +15,7 @@ Datagrams from any host but the game's are dropped as ``sender_not_allowed``.
 from __future__ import annotations
 
 import logging
-import socket
 import time
-from typing import Any
 
 import anyio
 
@@ -30,9 +28,9 @@ from wrtfd.decoders.assetto_corsa import (
     decode_handshake,
     encode_request,
 )
-from wrtfd.decoders.base import Sample
-from wrtfd.errors import ConfigError, DecodeError, SourceError
-from wrtfd.sources.base import SampleSink, SinkFull, SourceState, SourceStats
+from wrtfd.errors import ConfigError, DecodeError
+from wrtfd.sources.base import SampleSink, SourceState, SourceStats
+from wrtfd.sources.peer import PeerSource, decode_counted, hand_over, peer_datagrams
 from wrtfd.sources.udp import DatagramSocket
 
 __all__ = ["AssettoCorsaSource"]
@@ -40,7 +38,7 @@ __all__ = ["AssettoCorsaSource"]
 log = logging.getLogger("wrtfd.sources.assetto_corsa")
 
 
-class AssettoCorsaSource:
+class AssettoCorsaSource(PeerSource):
     """Handshakes with Assetto Corsa at ``host:port`` and records its RTCarInfo stream.
 
     ``handshakes_sent``, ``handshakes_answered`` and ``rehandshakes`` (the stream stopped and the
@@ -78,51 +76,12 @@ class AssettoCorsaSource:
         self.handshakes_sent = 0
         self.handshakes_answered = 0
         self.rehandshakes = 0  # handshakes started again because the stream stopped
-        self._socket: DatagramSocket | None = None
 
-    @property
-    def local_address(self) -> tuple[str, int] | None:
-        return self._socket.local_address if self._socket is not None else None
+    def _listening(self, server: tuple[str, int]) -> str:
+        return f"handshaking with {server[0]}:{server[1]}"
 
-    async def run(self, sink: SampleSink, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """Bind, report started, handshake and receive until cancelled; DISMISS on the way out.
-
-        :raises SourceError: the local address cannot be bound or the game's host not resolved.
-        """
-        self.stats.set_state(SourceState.STARTING)
-        try:
-            infos = await anyio.getaddrinfo(
-                self.host, self.port, family=socket.AF_INET, type=socket.SOCK_DGRAM
-            )
-        except OSError as e:
-            self.stats.set_state(SourceState.FAILED, str(e))
-            raise SourceError(f"{self.name}: cannot resolve {self.host}: {e}") from e
-        server = (str(infos[0][4][0]), self.port)
-        try:
-            sock = DatagramSocket(self.local_host, self.local_port, rcvbuf_bytes=self.rcvbuf_bytes)
-        except SourceError as e:
-            self.stats.set_state(SourceState.FAILED, str(e))
-            raise
-        self._socket = sock
-        self.stats.set_state(SourceState.LISTENING, f"handshaking with {server[0]}:{server[1]}")
-        try:
-            task_status.started()
-            await self._loop(sock, server, sink)
-        finally:
-            if self.handshakes_answered:
-                try:
-                    sock.send_to(encode_request(OP_DISMISS), server)
-                except OSError as e:  # the game may be gone already; nothing else to do
-                    log.debug("%s: dismiss not sent: %s", self.name, e)
-            sock.close()
-            self.stats.set_state(SourceState.STOPPED)
-
-    def _send(self, sock: DatagramSocket, operation: int, server: tuple[str, int]) -> None:
-        try:
-            sock.send_to(encode_request(operation), server)
-        except OSError as e:
-            self.stats.dropped.add("send_error")
-            log.debug("%s: send to %s failed: %s", self.name, server, e)
+    def _goodbye(self) -> bytes | None:
+        return encode_request(OP_DISMISS) if self.handshakes_answered else None
 
     async def _loop(self, sock: DatagramSocket, server: tuple[str, int], sink: SampleSink) -> None:
         stats = self.stats
@@ -131,7 +90,6 @@ class AssettoCorsaSource:
         streaming = False
         next_handshake = 0.0
         last_rx = 0.0
-        read_size = self.max_datagram_bytes + 1
         while True:
             now = time.monotonic()
             if streaming and now - last_rx > self.stale_after_s:
@@ -141,32 +99,13 @@ class AssettoCorsaSource:
                 stats.set_state(SourceState.RECONNECTING, "stream stopped; handshaking again")
                 log.info("%s: stream stopped; handshaking again", self.name)
             if not streaming and now >= next_handshake:
-                self._send(sock, OP_HANDSHAKE, server)
+                self._send(sock, encode_request(OP_HANDSHAKE), server)
                 self.handshakes_sent += 1
                 next_handshake = now + self.handshake_interval_s
             deadline = last_rx + self.stale_after_s if streaming else next_handshake
             with anyio.move_on_after(max(0.0, deadline - now) + 0.001):
                 await sock.wait_readable()
-            while True:
-                try:
-                    got = sock.receive(read_size)
-                except OSError:
-                    dropped.add("socket_error")
-                    continue
-                if got is None:
-                    break
-                data, addr, _flags, kernel_dropped, rx_ns = got
-                if kernel_dropped:
-                    dropped.add("kernel_overflow", kernel_dropped)
-                stats.received += 1
-                stats.bytes += len(data)
-                stats.last_rx_ns = rx_ns
-                if addr[0] != server[0]:
-                    dropped.add("sender_not_allowed")
-                    continue
-                if len(data) > self.max_datagram_bytes:
-                    dropped.add("too_large")
-                    continue
+            for data, rx_ns in peer_datagrams(sock, server, stats, self.max_datagram_bytes):
                 if len(data) == HANDSHAKE_RESPONSE_SIZE:
                     try:
                         response = decode_handshake(data)
@@ -175,28 +114,14 @@ class AssettoCorsaSource:
                         continue
                     decoder.set_handshake(response)
                     self.handshakes_answered += 1
-                    self._send(sock, OP_SUBSCRIBE_UPDATE, server)
+                    self._send(sock, encode_request(OP_SUBSCRIBE_UPDATE), server)
                     streaming = True
                     last_rx = time.monotonic()
                     stats.set_state(SourceState.RECEIVING, f"{response.car_name} at {response.track_name}")
                     log.info("%s: subscribed: %s at %s", self.name, response.car_name, response.track_name)
                     continue
-                try:
-                    decoded = decoder.decode(data)
-                except DecodeError as e:
-                    dropped.add(e.reason)
-                    continue
-                except Exception:  # a decoder bug must not stop recording: count it, log it
-                    dropped.add("decoder_error")
-                    log.exception("%s: decoder failed on a %d-byte datagram", self.name, len(data))
-                    continue
-                if streaming:
+                ok, decoded = decode_counted(decoder, data, stats, log, self.name)
+                if ok and streaming:
                     last_rx = time.monotonic()
-                if decoded is None:
-                    continue
-                try:
-                    sink(Sample.from_decoded(self.name, rx_ns, decoded))
-                except SinkFull:
-                    dropped.add("queue_full")
-                    continue
-                stats.samples += 1
+                if decoded is not None:
+                    hand_over(sink, self.name, rx_ns, decoded, stats)

@@ -15,7 +15,9 @@ and to the session footer ``laps.lap_count``, ``laps.best_lap_ms`` (0 when no la
 and ``laps.best_lap_number``.
 
 Game coordinates: Forza and F1 report world X, Y (up), Z, which are the track's x, y, z. LFS
-OutSim reports X right, Y forward, Z up, so the track's z is ``-pos_y`` (``z_sign=-1``).
+OutSim reports X right, Y forward, Z up, so the track's z is ``-pos_y`` (``z_sign=-1``). ACC
+broadcasting gives the focused car's ground-plane X and Y (the track's x and z); EA SPORTS WRC
+the car's X, Y (up), Z.
 Frames without a position are held (the previous values are written again): NaN (a stale
 source), exactly (0, 0) (games zero positions in menus), or a false ``active_field``
 (Forza ``is_race_on``).
@@ -55,6 +57,11 @@ POSITION_FIELDS: dict[str, PositionFields] = {
     "outsim": PositionFields("pos_x", "pos_y", -1.0),
     "outsim2": PositionFields("pos_x", "pos_y", -1.0),
     "codemasters": PositionFields("pos_x", "pos_z"),
+    # issue 14: ACC broadcasting's focused car (world X/Y are the ground plane); EA SPORTS WRC,
+    # Y up as in the earlier Codemasters games (no capture to confirm either: track_z_sign = -1
+    # if a real session's map comes out mirrored)
+    "acc": PositionFields("world_x", "world_y"),
+    "wrc": PositionFields("vehicle_position_x", "vehicle_position_z"),
 }
 
 LAP_FIELDS: list[dict[str, Any]] = [
