@@ -103,9 +103,14 @@ def run_campaign(
     random_points: int = 6,
     models: tuple[str, ...] = MODELS,
     progress: Callable[[int], None] | None = None,
+    tally: Tally | None = None,
+    keep_verdicts: bool = True,
 ) -> CampaignResult:
-    tally = Tally()
+    """Judge every state of ``recs`` (into ``tally``, a new one by default). ``keep_verdicts``
+    False keeps only the counts (a long campaign would hold every state's bytes)."""
+    tally = Tally() if tally is None else tally
     verdicts: list[Verdict] = []
+    judged = 0
     for name, rec in recs.items():
         truths = {i: daemon_frames(h) for i, h in rec.histories.items()}
         feed = _feed(rec, truths)
@@ -119,11 +124,15 @@ def run_campaign(
                 if not is_recording(h.path_at(k)):
                     continue
                 for state in states_at(name, h, k, random.Random(f"{seed}/{name}/{i}/{k}"), older, models):
+                    if not tally.first_time(state, at_rest=False):
+                        continue  # another seed built the same state
                     v = judge(state, truths[i], feed, runner)
                     tally.add(v)
-                    verdicts.append(v)
+                    judged += 1
+                    if keep_verdicts:
+                        verdicts.append(v)
                     if progress:
-                        progress(len(verdicts))
+                        progress(judged)
         for k, t_rest in rest_points(rec, truths):
             for i, h in rec.histories.items():
                 if not is_recording(h.path_at(k)):
@@ -131,9 +140,12 @@ def run_campaign(
                 rng = random.Random(f"{seed}/{name}/{i}/rest{k}")
                 for state in states_at(name, h, k, rng, older, models):
                     rest = CrashState(state.run, state.file, k, t_rest, state.model, state.content, "at rest")
+                    if not tally.first_time(rest, at_rest=True):
+                        continue
                     v = judge(rest, truths[i], feed, runner, at_rest=True)
                     tally.add(v, at_rest=True)
-                    verdicts.append(v)
+                    if keep_verdicts:
+                        verdicts.append(v)
     return CampaignResult(tally, verdicts, runner.runs)
 
 

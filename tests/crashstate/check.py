@@ -31,12 +31,14 @@ import re
 import subprocess
 import sys
 import traceback
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from crashstate.models import MODEL_TEXT, MODELS, VANISHED, CrashState
-from crashstate.replay import DaemonFile, FrameTruth, canonical, dump_text
+from crashstate.replay import DaemonFile, FrameTruth, canonical, dump_text, text_digest
 from wrtfd.cli.main import main as wrtfd_main
 from wrtfd.format.spec import (
     DOC_END_MAGIC,
@@ -141,8 +143,8 @@ def run_subprocess(argv: Sequence[str]) -> ToolResult:
 class DumpFrame:
     header_key: str | None
     tick: int
-    #: the frame's ``data`` JSON text as printed
-    data: str
+    #: digest of the frame's ``data`` JSON text as printed
+    data: bytes
 
 
 _FRAME_LINE = re.compile(r'\{"kind":"frame","session":(\d+),"tick":(\d+),"time_us":-?\d+,"data":(.*)\}\Z')
@@ -155,13 +157,15 @@ def dump_frames(text: str) -> list[DumpFrame]:
     for line in text.splitlines():
         m = _FRAME_LINE.match(line)
         if m is not None:  # the common case, read without a JSON parse
-            frames.append(DumpFrame(sessions.get(int(m.group(1))), int(m.group(2)), m.group(3)))
+            frames.append(DumpFrame(sessions.get(int(m.group(1))), int(m.group(2)), text_digest(m.group(3))))
             continue
         obj = json.loads(line)
         if obj["kind"] == "session":
             sessions[obj["session"]] = canonical(obj["header"])
         else:
-            frames.append(DumpFrame(sessions.get(obj["session"]), obj["tick"], dump_text(obj["data"])))
+            frames.append(
+                DumpFrame(sessions.get(obj["session"]), obj["tick"], text_digest(dump_text(obj["data"])))
+            )
     return frames
 
 
@@ -242,6 +246,16 @@ def indexed_frames(buf: bytes, daemon: DaemonFile) -> list[tuple[bytes, int, byt
     return out
 
 
+_CACHE_ENTRIES = 512
+
+
+def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    """Bounded memory: identical contents come close together (models of one crash point)."""
+    cache[key] = value
+    if len(cache) > _CACHE_ENTRIES:
+        cache.popitem(last=False)
+
+
 class ToolRunner:
     """Runs the six tool calls on a content once, in ``workdir``, and keeps the outcome.
 
@@ -252,8 +266,8 @@ class ToolRunner:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
-        self._cache: dict[tuple[str, int], ToolOutcome] = {}
-        self._dumps: dict[str, DumpResult] = {}
+        self._cache: OrderedDict[tuple[str, int], ToolOutcome] = OrderedDict()
+        self._dumps: OrderedDict[str, DumpResult] = OrderedDict()
         self.runs = 0
 
     def _dump(self, path: Path, digest: str) -> DumpResult:
@@ -261,7 +275,7 @@ class ToolRunner:
         if hit is None:
             r = run_in_process(["dump", str(path)])
             hit = DumpResult(r.rc, r.err, tuple(dump_frames(r.out)) if r.rc == 0 else ())
-            self._dumps[digest] = hit
+            _remember(self._dumps, digest, hit)
         return hit
 
     def outcome(self, content: bytes, daemon: DaemonFile) -> ToolOutcome:
@@ -269,6 +283,7 @@ class ToolRunner:
         key = (digest, id(daemon))
         hit = self._cache.get(key)
         if hit is not None:
+            self._cache.move_to_end(key)
             return hit
         self.runs += 1
         path = self.workdir / f"{digest}.wrtf"
@@ -291,7 +306,7 @@ class ToolRunner:
         result = ToolOutcome(info, validate, repair, validate_out, dump, dump_out, out_frames, exists)
         path.unlink()
         out.unlink(missing_ok=True)
-        self._cache[key] = result
+        _remember(self._cache, key, result)
         return result
 
 
@@ -374,9 +389,7 @@ def judge(
     state: CrashState, daemon: DaemonFile, feed: Feed, runner: ToolRunner, *, at_rest: bool = False
 ) -> Verdict:
     v = Verdict(state)
-    fsynced = {
-        (f.session, f.tick) for f in daemon.frames() if f.synced_seq is not None and f.synced_seq < state.k
-    }
+    fsynced = {(f.session, f.tick) for f in daemon.frames() if f.durable_at(state.k)}
     recovered: list[FrameTruth] = []
     if state.content is not None:
         o = runner.outcome(state.content, daemon)
@@ -464,6 +477,16 @@ class Tally:
     rows: dict[str, _Row] = field(default_factory=lambda: {m: _Row() for m in (*MODELS, VANISHED)})
     examples: dict[str, list[str]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    seen: set[tuple[object, ...]] = field(default_factory=set)
+
+    def first_time(self, state: CrashState, *, at_rest: bool) -> bool:
+        """False for a state judged before (same run, file, point, model and bytes)."""
+        digest = None if state.content is None else hashlib.blake2b(state.content, digest_size=16).digest()
+        key = (state.run, state.file, state.k, state.model, digest, at_rest)
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
 
     def add(self, v: Verdict, *, at_rest: bool = False) -> None:
         r = self.rows[v.state.model]

@@ -129,16 +129,19 @@ def config_text(out_dir: Path, port: int) -> str:
     )
 
 
-def _daemon_pid(strace_pid: int) -> int | None:
+def _daemon_pid(strace_pid: int, marker: str) -> int | None:
+    """The traced daemon: strace's child whose command line holds ``marker`` (strace also forks
+    short-lived children of its own at start, to probe ptrace features)."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
         except OSError:
             continue
         ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        if ppid == strace_pid:
+        if ppid == strace_pid and marker.encode() in cmdline and b"strace" not in cmdline.split(b"\0")[0]:
             return int(entry)
     return None
 
@@ -198,7 +201,7 @@ def record(
     phases: list[list[float]] = []
     signals: list[tuple[float, str]] = []
     try:
-        pid = wait_for(lambda: _daemon_pid(proc.pid), "the daemon under strace", START_TIMEOUT_S)
+        pid = wait_for(lambda: _daemon_pid(proc.pid, str(cfg)), "the daemon under strace", START_TIMEOUT_S)
 
         def ready() -> bool:
             if proc.poll() is not None:

@@ -10,6 +10,7 @@ the ground truth every crash state is compared with.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -177,6 +178,16 @@ class FrameTruth:
     time_us: int
     written_seq: int
     synced_seq: int | None
+    #: the truncate that removed it (None: still in the file at the end)
+    cut_seq: int | None = None
+
+    def durable_at(self, k: int) -> bool:
+        """Made durable by an fsync before crash point ``k``, and not cut since."""
+        return (
+            self.synced_seq is not None
+            and self.synced_seq < k
+            and (self.cut_seq is None or k <= self.cut_seq)
+        )
 
 
 @dataclass(slots=True)
@@ -188,8 +199,8 @@ class SessionTruth:
     header_key: str
     start_us: int
     frames: dict[int, FrameTruth]
-    #: the dump's ``data`` text of each frame, by tick
-    frames_json: dict[int, str]
+    #: digest of the dump's ``data`` text of each frame, by tick (:func:`text_digest`)
+    frames_json: dict[int, bytes]
     footer_offset: int | None = None
     footer_end_reason: str | None = None
     footer_written_seq: int | None = None
@@ -220,6 +231,12 @@ def canonical(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
+def text_digest(text: str) -> bytes:
+    """What a frame's dump text is compared by (the texts themselves would not fit in memory
+    for thousands of states)."""
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
 def dump_text(obj: Any) -> str:
     """JSON exactly as ``wrtfd dump`` prints it (compact, fields in definition order)."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -228,14 +245,8 @@ def dump_text(obj: Any) -> str:
 def _written_map(ops: list[FileOp], size: int) -> np.ndarray:
     """Per byte, the seq of the write that last wrote it (-1: never written)."""
     last = np.full(size, -1, dtype=np.int64)
-    current = 0
     for op in ops:
-        if op.kind == "truncate":
-            if op.size < current:
-                raise HarnessError(f"line {op.line}: a truncate shrank the file; what it cut is not modelled")
-            current = op.size
-        elif op.kind == "write":
-            current = max(current, op.offset + len(op.data))
+        if op.kind == "write":
             end = min(op.offset + len(op.data), size)
             if op.offset < end:
                 last[op.offset : end] = op.seq
@@ -243,13 +254,51 @@ def _written_map(ops: list[FileOp], size: int) -> np.ndarray:
 
 
 def daemon_frames(history: FileHistory) -> DaemonFile:
-    """Walk the file as the daemon left it at the end of the trace (N1, N7, N8, N9, N11)."""
+    """Walk the file as the daemon left it at the end of the trace (N1, N7, N8, N9, N11), and
+    as it was before each truncate that shrank it (what a truncate cut was written too)."""
     own = [op for op in history.ops if op.file == history.file]
-    buf = apply_ops(own)
-    written = _written_map(own, len(buf))
-    sync_seqs = [
+    syncs = [
         op.seq for op in history.ops if op.kind == "sync" or (op.kind == "fsync" and op.file == history.file)
     ]
+    final = apply_ops(own)
+    out = _walk(final, _written_map(own, len(final)), syncs, None)
+    size = 0
+    for i, op in enumerate(own):
+        if op.kind == "truncate":
+            if op.size < size:
+                buf = apply_ops(own[:i])
+                _merge(out, _walk(buf, _written_map(own[:i], len(buf)), syncs, op.seq))
+            size = op.size
+        elif op.kind == "write":
+            size = max(size, op.offset + len(op.data))
+    keys = [s.header_key for s in out.sessions]
+    if len(set(keys)) != len(keys):
+        raise HarnessError("two sessions of one file have equal headers: frames cannot be told apart")
+    return out
+
+
+def _merge(out: DaemonFile, cut: DaemonFile) -> None:
+    """Add the frames a truncate removed (same session header and tick must mean same bytes)."""
+    by_key = {s.header_key: s for s in out.sessions}
+    for s in cut.sessions:
+        target = by_key.get(s.header_key)
+        if target is None:
+            target = SessionTruth(len(out.sessions), s.offset, s.header, s.header_key, s.start_us, {}, {})
+            out.sessions.append(target)
+            by_key[s.header_key] = target
+        for tick, f in s.frames.items():
+            have = target.frames.get(tick)
+            if have is None:
+                target.frames[tick] = FrameTruth(
+                    target.index, tick, f.offset, f.data, f.time_us, f.written_seq, f.synced_seq, f.cut_seq
+                )
+                target.frames_json[tick] = s.frames_json[tick]
+            elif have.data != f.data:
+                raise HarnessError(f"session {s.header_key[:60]} tick {tick}: written twice with other bytes")
+    out._by_key = None
+
+
+def _walk(buf: bytes, written: np.ndarray, syncs: list[int], cut_seq: int | None) -> DaemonFile:
     if len(buf) < FILE_HEADER.size:
         raise HarnessError(f"the daemon's file is {len(buf)} bytes: no header")
     magic, _version, rate, _ts, count, _reserved = FILE_HEADER.unpack_from(buf, 0)
@@ -297,7 +346,8 @@ def daemon_frames(history: FileHistory) -> DaemonFile:
             if w < 0:
                 raise HarnessError(f"offset {p}: frame bytes the trace never wrote")
             wseq = int(written[p : p + fsize].max())
-            i = bisect.bisect_right(sync_seqs, wseq)
+            i = bisect.bisect_right(syncs, wseq)
+            synced = syncs[i] if i < len(syncs) and (cut_seq is None or syncs[i] < cut_seq) else None
             t_us = start_us + (tick * 1_000_000 + rate // 2) // rate
             session.frames[tick] = FrameTruth(
                 session.index,
@@ -306,9 +356,10 @@ def daemon_frames(history: FileHistory) -> DaemonFile:
                 buf[p : p + fsize],
                 t_us,
                 wseq,
-                sync_seqs[i] if i < len(sync_seqs) else None,
+                synced,
+                cut_seq,
             )
-            session.frames_json[tick] = dump_text(codec.frame_to_json(row.tolist()[0][1:]))
+            session.frames_json[tick] = text_digest(dump_text(codec.frame_to_json(row.tolist()[0][1:])))
             prev = tick
             p += fsize
         out.sessions.append(session)
@@ -326,7 +377,4 @@ def daemon_frames(history: FileHistory) -> DaemonFile:
             pos = p + footer_len
             continue
         break  # the end of what was written (a torn frame at most)
-    keys = [s.header_key for s in out.sessions]
-    if len(set(keys)) != len(keys):
-        raise HarnessError("two sessions of one file have equal headers: frames cannot be told apart")
     return out

@@ -10,30 +10,8 @@ from hypothesis import strategies as st
 
 from crashstate.check import CRASH_BOUND_S, POWER_CUT_BOUND_S, SETTLE_S, Feed, dump_frames, loss_s
 from crashstate.models import MODELS, PAGE, SECTOR, VANISHED, build_content, states_at
-from crashstate.replay import DaemonFile, FileHistory, FrameTruth, SessionTruth
-from crashstate.trace import FileOp, FsLog, WatchedFile
-
-PATH = "/rec/a.wrtf"
-
-
-def history(*steps: tuple) -> FileHistory:
-    """Ops from compact steps: ("w", bytes) appends, ("fsync",), ("dirsync",), ("sync",)."""
-    ops = [FileOp(0, 0.0, "create", 0, PATH)]
-    size = 0
-    for step in steps:
-        seq, t = len(ops), float(len(ops))
-        if step[0] == "w":
-            ops.append(FileOp(seq, t, "write", 0, PATH, offset=size, data=step[1]))
-            size += len(step[1])
-        elif step[0] == "fsync":
-            ops.append(FileOp(seq, t, "fsync", 0, PATH))
-        elif step[0] == "dirsync":
-            ops.append(FileOp(seq, t, "dirsync", -1, "/rec"))
-        elif step[0] == "sync":
-            ops.append(FileOp(seq, t, "sync", -1, "/"))
-    log = FsLog(ops, {0: WatchedFile(0, PATH, 0)}, float(len(ops)))
-    return FileHistory.of(log, 0)
-
+from crashstate.replay import DaemonFile, FileHistory, FrameTruth, SessionTruth, text_digest
+from crashstate.synthetic import history
 
 HEAD = bytes(range(256)) * 8  # 2048 bytes
 LATER = [bytes([i + 1]) * n for i, n in enumerate((700, 1300, 5000))]
@@ -149,7 +127,7 @@ def test_every_model_keeps_what_was_fsynced(steps: list[tuple], seed: int) -> No
 
 def _daemon(times_s: list[float]) -> DaemonFile:
     frames = {i: FrameTruth(0, i, 0, b"", round(t * 1e6), 0, None) for i, t in enumerate(times_s)}
-    session = SessionTruth(0, 0, b"", "{}", 0, frames, {i: "{}" for i in frames})
+    session = SessionTruth(0, 0, b"", "{}", 0, frames, {i: text_digest("{}") for i in frames})
     return DaemonFile(None, 60, 0, [session], None)  # type: ignore[arg-type]
 
 
@@ -176,6 +154,6 @@ def test_dump_frames_reads_the_dump_format() -> None:
     )
     frames = dump_frames(text)
     assert [(f.header_key, f.tick, f.data) for f in frames] == [
-        ('{"a":2,"b":1}', 1, '{"x":1.5,"y":"nan"}'),
-        ('{"a":2,"b":1}', 3, '{"x":2}'),
+        ('{"a":2,"b":1}', 1, text_digest('{"x":1.5,"y":"nan"}')),
+        ('{"a":2,"b":1}', 3, text_digest('{"x":2}')),
     ]
