@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +19,7 @@ from pathlib import Path
 from crashstate.check import REST_S, Feed, Tally, ToolRunner, Verdict, judge
 from crashstate.models import MODELS, CrashState, states_at
 from crashstate.record import SCENARIOS, Recording, record
-from crashstate.replay import DaemonFile, HarnessError, daemon_frames
+from crashstate.replay import DaemonFile, FileHistory, HarnessError, daemon_frames
 
 __all__ = ["CampaignResult", "check_rebuild", "record_all", "run_campaign"]
 
@@ -61,6 +61,21 @@ def check_rebuild(rec: Recording) -> list[str]:
                 f"first difference at {at}"
             )
     return problems
+
+
+def fsync_wait_s(histories: Iterable[FileHistory]) -> float:
+    """The longest any written byte waited for the fsync that made it durable."""
+    worst = 0.0
+    for h in histories:
+        dirty_since: float | None = None
+        for op in h.ops:
+            if op.kind in ("write", "truncate") and op.file == h.file and dirty_since is None:
+                dirty_since = op.time_s
+            elif op.kind == "sync" or (op.kind == "fsync" and op.file == h.file):
+                if dirty_since is not None:
+                    worst = max(worst, op.time_s - dirty_since)
+                dirty_since = None
+    return worst
 
 
 def is_recording(path: str | None) -> bool:
@@ -112,6 +127,7 @@ def run_campaign(
     verdicts: list[Verdict] = []
     judged = 0
     for name, rec in recs.items():
+        tally.fsync_wait_s = max(tally.fsync_wait_s, fsync_wait_s(rec.histories.values()))
         truths = {i: daemon_frames(h) for i, h in rec.histories.items()}
         feed = _feed(rec, truths)
         for i, h in rec.histories.items():

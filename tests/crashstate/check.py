@@ -478,6 +478,8 @@ class Tally:
     examples: dict[str, list[str]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     seen: set[tuple[object, ...]] = field(default_factory=set)
+    #: the longest a written byte waited for its fsync, over the recordings judged
+    fsync_wait_s: float = 0.0
 
     def first_time(self, state: CrashState, *, at_rest: bool) -> bool:
         """False for a state judged before (same run, file, point, model and bytes)."""
@@ -545,7 +547,14 @@ class Tally:
         return "\n".join(lines)
 
     def report(self) -> str:
-        out = [self.table(), ""]
+        out = [
+            self.table(),
+            "",
+            f"longest wait of written data for its fsync: {self.fsync_wait_s:.2f} s "
+            f"(fsync_interval_s is 1 s; bounds: kill -9 {CRASH_BOUND_S:.2f} s, power cut "
+            f"{POWER_CUT_BOUND_S:.2f} s, +{SETTLE_S} s in the first moments of a session)",
+            "",
+        ]
         for kind, ex in sorted(self.examples.items()):
             out.append(f"{kind}: {self.counts[kind]} finding(s), e.g.")
             out += [f"  {e}" for e in ex]

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crashstate.campaign import fsync_wait_s
 from crashstate.check import CRASH_BOUND_S, POWER_CUT_BOUND_S, SETTLE_S, Feed, dump_frames, loss_s
 from crashstate.models import MODELS, PAGE, SECTOR, VANISHED, build_content, states_at
 from crashstate.replay import DaemonFile, FileHistory, FrameTruth, SessionTruth, text_digest
@@ -157,3 +158,9 @@ def test_dump_frames_reads_the_dump_format() -> None:
         ('{"a":2,"b":1}', 1, text_digest('{"x":1.5,"y":"nan"}')),
         ('{"a":2,"b":1}', 3, text_digest('{"x":2}')),
     ]
+
+
+def test_fsync_wait_is_the_longest_written_data_waited() -> None:
+    h = history(("w", b"a"), ("fsync",), ("w", b"b"), ("w", b"c"), ("fsync",), ("w", b"d"))
+    assert fsync_wait_s([h]) == 2.0  # written at t=3, fsynced at t=5; the last write never was
+    assert fsync_wait_s([history(("w", b"a"))]) == 0.0
