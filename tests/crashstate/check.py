@@ -57,6 +57,7 @@ from wrtfd.format.spec import (
 __all__ = [
     "CRASH_BOUND_S",
     "EXIT_CODES",
+    "FSYNC_INTERVAL_S",
     "POWER_CUT_BOUND_S",
     "REST_S",
     "SETTLE_S",
@@ -76,9 +77,10 @@ __all__ = [
 # (kill -9) loses at most jitter_s + 1/rate + read_interval_s + batch_s = 0.1 + 1/60 + 0.2 + 0.1 s
 # of the newest data; a power cut at most that plus fsync_interval_s (1 s); plus settle_s (0.5 s)
 # in the first moments of a session. LEAD: when h13-check lands with the bound in code (and
-# docs/durability.md), replace these four constants by that one place.
+# docs/durability.md), replace these constants by that one place.
+FSYNC_INTERVAL_S = 1.0  # "fsynced at least every fsync_interval_s" (the test config's default)
 CRASH_BOUND_S = 0.1 + 1 / 60 + 0.2 + 0.1
-POWER_CUT_BOUND_S = CRASH_BOUND_S + 1.0
+POWER_CUT_BOUND_S = CRASH_BOUND_S + FSYNC_INTERVAL_S
 SETTLE_S = 0.5
 #: Issue 13's target: a rig switched off at the wall this long after a session ended on idle
 #: leaves only files that validate.
@@ -551,7 +553,7 @@ class Tally:
             self.table(),
             "",
             f"longest wait of written data for its fsync: {self.fsync_wait_s:.2f} s "
-            f"(fsync_interval_s is 1 s; bounds: kill -9 {CRASH_BOUND_S:.2f} s, power cut "
+            f"(fsync_interval_s is {FSYNC_INTERVAL_S} s; bounds: kill -9 {CRASH_BOUND_S:.2f} s, power cut "
             f"{POWER_CUT_BOUND_S:.2f} s, +{SETTLE_S} s in the first moments of a session)",
             "",
         ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,13 +155,9 @@ _KILLED = re.compile(r"\+\+\+ killed by (SIG[A-Z0-9]+)(?: \(core dumped\))? \+\+
 _SIGNAL = re.compile(r"--- (SIG[A-Z0-9]+) .*---\Z")
 
 
-def split_args(text: str, where: str) -> list[str]:
-    """Top-level comma-separated items of ``text`` (brackets, strings and comments respected)."""
-    items: list[str] = []
-    depth = 0
-    start = 0
-    i = 0
-    n = len(text)
+def _structure(text: str, start: int, where: str) -> Iterator[tuple[int, str]]:
+    """Positions of brackets and commas in ``text`` from ``start``, outside strings and comments."""
+    i, n = start, len(text)
     while i < n:
         c = text[i]
         if c == '"':
@@ -178,16 +174,26 @@ def split_args(text: str, where: str) -> list[str]:
                 raise TraceError(f"{where}: unterminated comment")
             i = j + 2
             continue
+        if c in "([{)]},":
+            yield i, c
+        i += 1
+
+
+def split_args(text: str, where: str) -> list[str]:
+    """Top-level comma-separated items of ``text`` (brackets, strings and comments respected)."""
+    items: list[str] = []
+    depth = 0
+    start = 0
+    for i, c in _structure(text, 0, where):
         if c in "([{":
             depth += 1
         elif c in ")]}":
             depth -= 1
             if depth < 0:
                 raise TraceError(f"{where}: unbalanced {c!r}")
-        elif c == "," and depth == 0:
+        elif depth == 0:
             items.append(text[start:i].strip())
             start = i + 1
-        i += 1
     if depth:
         raise TraceError(f"{where}: unbalanced brackets")
     last = text[start:].strip()
@@ -201,24 +207,14 @@ def _call_text(text: str, where: str) -> tuple[str, str, str]:
     m = _CALL.match(text)
     if m is None:
         raise TraceError(f"{where}: not a syscall: {text[:80]!r}")
-    i = m.end()
     depth = 1
-    n = len(text)
-    while i < n:
-        c = text[i]
-        if c == '"':
-            j = text.find('"', i + 1)
-            if j < 0:
-                raise TraceError(f"{where}: unterminated string")
-            i = j + 1
-            continue
+    for i, c in _structure(text, m.end(), where):
         if c in "([{":
             depth += 1
         elif c in ")]}":
             depth -= 1
             if depth == 0:
                 return m.group(1), text[m.end() : i], text[i + 1 :]
-        i += 1
     raise TraceError(f"{where}: no closing parenthesis")
 
 
