@@ -151,18 +151,21 @@ def test_in_process_tools_match_real_subprocesses(campaign: CampaignResult, tmp_
         c = v.state.content
         if c is not None:
             picks.setdefault("unreadable" if v.unreadable else v.state.model, c)
-    commands = {
-        "unreadable": ("info", "validate", "repair"),
-        "e": ("validate", "repair", "dump"),
-        "a": ("info", "dump"),
-    }
+    wanted = (
+        ("unreadable", ("info", "validate")),
+        ("e", ("validate", "repair", "dump")),
+        ("a", ("info", "dump")),
+    )
     calls = []
-    for kind, names in commands.items():
+    for kind, names in wanted:
+        if kind not in picks:
+            continue  # (no unreadable state once new files are fsynced at creation)
         path = tmp_path / f"{kind}.wrtf"
         path.write_bytes(picks[kind])
         for name in names:
             extra = ["-o", str(tmp_path / f"{kind}.out.wrtf")] if name == "repair" else []
             calls.append([name, str(path), *extra])
+    assert {c[0] for c in calls} == {"info", "validate", "repair", "dump"}
     with ThreadPoolExecutor(max_workers=2) as pool:
         real = list(pool.map(run_subprocess, calls))
     for argv, sub in zip(calls, real, strict=True):
@@ -170,7 +173,7 @@ def test_in_process_tools_match_real_subprocesses(campaign: CampaignResult, tmp_
             Path(argv[3]).unlink(missing_ok=True)
         here = run_in_process(argv)
         assert (here.rc, here.out, here.err) == (sub.rc, sub.out, sub.err), argv
-    assert {r.rc for r in real} >= {0, 2}  # readable and unreadable states among them
+    assert any(r.rc == 0 and r.out for r in real)
 
 
 # -- the assertions on every state ------------------------------------------------------------------

@@ -226,6 +226,31 @@ def test_files_and_directories_fsync_rename_unlink() -> None:
     assert not h.entry_durable(5) and h.entry_durable(6)  # renamed: durable only once synced again
 
 
+def test_an_o_tmpfile_gets_its_name_from_linkat() -> None:
+    log = (
+        Lines()
+        .call(f"openat(AT_FDCWD, {hx(DIR)}, O_WRONLY|O_TMPFILE|O_CLOEXEC, 0644)", 3)
+        .call(f"write(3, {hx('head')}, 4)", 4)
+        .call("fsync(3)", 0)
+        .call(f"linkat(AT_FDCWD, {hx('/proc/self/fd/3')}, AT_FDCWD, {hx(FILE)}, AT_SYMLINK_FOLLOW)", 0)
+        .call(f"openat(AT_FDCWD, {hx(DIR)}, O_RDONLY|O_TMPFILE, 0600)", 4)
+        .call(f"linkat(4, {hx('')}, AT_FDCWD, {hx('/rec/b.wrtf')}, AT_EMPTY_PATH)", 0)
+        .log()
+    )
+    assert [(op.kind, op.file, op.path) for op in log.ops] == [
+        ("create", 0, "/rec/.O_TMPFILE-0"),
+        ("write", 0, "/rec/.O_TMPFILE-0"),
+        ("fsync", 0, "/rec/.O_TMPFILE-0"),
+        ("rename", 0, FILE),
+        ("create", 1, "/rec/.O_TMPFILE-1"),
+        ("rename", 1, "/rec/b.wrtf"),
+    ]
+    h = FileHistory.of(log, 0)
+    assert h.path_at(3) == "/rec/.O_TMPFILE-0" and h.path_at(4) == FILE and not h.entry_durable(4)
+    with pytest.raises(TraceError, match="hard links"):
+        _opened().call(f"link({hx(FILE)}, {hx('/rec/c.wrtf')})", 0).log()
+
+
 def test_relative_paths_chdir_execve_and_o_trunc() -> None:
     log = (
         Lines()

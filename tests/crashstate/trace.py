@@ -539,6 +539,9 @@ class _Interpreter:
         if sc.result is None or sc.result < 0:
             return
         path = self.path(sc, dirfd, path_tok, where)
+        if flags & {"O_TMPFILE", "__O_TMPFILE"}:
+            self._tmpfile(sc, path, flags)
+            return
         is_dir = "O_DIRECTORY" in flags
         file: int | None = None
         if self.watch(path) and not is_dir:
@@ -557,6 +560,21 @@ class _Interpreter:
                 self.emit(sc, "truncate", file, path, size=0)
         ofd = _Ofd(path, file, 0, "O_APPEND" in flags, is_dir)
         self.new_fd(sc, sc.result, ofd, "O_CLOEXEC" in flags)
+
+    def _tmpfile(self, sc: Syscall, directory: str, flags: set[str]) -> None:
+        """``O_TMPFILE``: a file without a name in ``directory`` until ``linkat`` gives it one
+        (until then it is followed under a hidden placeholder name no recording has)."""
+        file: int | None = None
+        path = directory
+        if self.watch(os.path.join(directory, "x.wrtf")):
+            file = len(self.log.files)
+            path = os.path.join(directory, f".O_TMPFILE-{file}")
+            self.log.files[file] = WatchedFile(file, path, self.seq)
+            self.sizes[file] = 0
+            self.dirs.add(directory)
+            self.emit(sc, "create", file, path)
+        assert sc.result is not None
+        self.new_fd(sc, sc.result, _Ofd(path, file, 0, "O_APPEND" in flags), "O_CLOEXEC" in flags)
 
     def sys_open(self, sc: Syscall, where: str) -> None:
         self._open(sc, None, sc.args[0], _flags(sc.args[1]), where)
@@ -742,16 +760,36 @@ class _Interpreter:
     def sys_unlinkat(self, sc: Syscall, where: str) -> None:
         self._unlink(sc, self.path(sc, sc.args[0], sc.args[1], where))
 
-    def _link(self, sc: Syscall, old: str, new: str) -> None:
-        if sc.result == 0 and (old in self.by_path or self.watch(new)):
+    def _link(self, sc: Syscall, source: int | None, old: str, new: str) -> None:
+        """A link gives an ``O_TMPFILE`` its name; other hard links of watched files are not modelled."""
+        if sc.result != 0:
+            return
+        if source is not None and source not in self.by_path.values():
+            self.by_path[new] = source
+            self.dirs.add(os.path.dirname(new))
+            self.emit(sc, "rename", source, new, data=os.fsencode(old))
+            return
+        if source is not None or old in self.by_path or self.watch(new):
             raise TraceError(f"trace line {sc.line}: hard links of watched files are not modelled")
 
     def sys_link(self, sc: Syscall, where: str) -> None:
-        self._link(sc, self.path(sc, None, sc.args[0], where), self.path(sc, None, sc.args[1], where))
+        old = self.path(sc, None, sc.args[0], where)
+        self._link(sc, self.by_path.get(old), old, self.path(sc, None, sc.args[1], where))
 
     def sys_linkat(self, sc: Syscall, where: str) -> None:
         a = sc.args
-        self._link(sc, self.path(sc, a[0], a[1], where), self.path(sc, a[2], a[3], where))
+        new = self.path(sc, a[2], a[3], where)
+        if "AT_EMPTY_PATH" in a[4] and decode_string(a[1], where) == b"":
+            ofd = self.ofd(sc, a[0], where)
+            self._link(sc, None if ofd is None else ofd.file, ofd.path if ofd else "", new)
+            return
+        old = self.path(sc, a[0], a[1], where)
+        m = re.fullmatch(r"/proc/(?:self|\d+)/fd/(\d+)", old)
+        if m is not None and "AT_SYMLINK_FOLLOW" in a[4]:
+            ofd = self.ofd(sc, m.group(1), where)
+            self._link(sc, None if ofd is None else ofd.file, ofd.path if ofd else old, new)
+            return
+        self._link(sc, self.by_path.get(old), old, new)
 
     def sys_mkdir(self, sc: Syscall, where: str) -> None:
         """A new directory's own entry is not modelled: the tests' output directory exists."""
