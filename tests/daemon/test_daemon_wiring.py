@@ -267,3 +267,21 @@ def test_assetto_corsa_source_dials_the_game(tmp_path: Path) -> None:
     assert built.address == "udp peer 192.168.1.20:9996"
     assert built.source.name == "assetto_corsa"
     assert built.definition["frame"]["fields"]
+
+
+def test_call_turns_config_complaints_into_config_errors_and_lets_bugs_through() -> None:
+    """An unknown option is the user's mistake; a TypeError inside our own code is a bug."""
+    from wrtfd.daemon.wiring import _call
+
+    def build(size: int) -> int:
+        if size < 0:
+            raise ValueError("size must be >= 0")
+        return len(size)  # type: ignore[arg-type]  # the bug: len() of an int
+
+    with pytest.raises(ConfigError, match=r"^w\.options: .*unexpected keyword argument 'colour'"):
+        _call("w", "options", build, 1, colour="red")  # type: ignore[call-arg]
+    with pytest.raises(ConfigError, match=r"^w\.options: size must be >= 0$") as info:
+        _call("w", "options", build, -1)
+    assert isinstance(info.value.__cause__, ValueError)
+    with pytest.raises(TypeError, match="has no len"):
+        _call("w", "options", build, 3)
