@@ -65,9 +65,8 @@ from typing import Any
 
 import anyio
 
-from wrtfd.decoders.base import Sample
+from wrtfd.decoders.base import Sample, SinkFull
 from wrtfd.recorder.recorder import FramesOp, Op, Recorder, RecorderPolicy, SourceSpec
-from wrtfd.sources.base import SinkFull
 
 __all__ = ["LiveRecorder"]
 

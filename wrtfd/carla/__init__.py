@@ -1,0 +1,1 @@
+"""CARLA recorder files (``.log``): reading, summarising, and the channels wrtfd imports."""
