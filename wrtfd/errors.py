@@ -11,6 +11,8 @@
      +-- ConfigError            configuration is invalid (file and key path given)
      +-- TrackError             a track file is unreadable or invalid
      +-- ImportFormatError      a foreign recording (CARLA, .zddsrec) is unreadable
+     +-- MissingDependencyError an optional dependency is not installed (names the extra);
+                                also an ImportError, so "skip what is not installed" still works
 
 The CLI turns any of these into one line on stderr and a non-zero exit code.
 """
@@ -23,6 +25,7 @@ __all__ = [
     "DecodeError",
     "FormatError",
     "ImportFormatError",
+    "MissingDependencyError",
     "SchemaError",
     "SourceError",
     "TrackError",
@@ -79,3 +82,14 @@ class TrackError(WrtfdError):
 
 class ImportFormatError(WrtfdError):
     """A foreign recording (CARLA recorder, .zddsrec) could not be read."""
+
+
+class MissingDependencyError(WrtfdError, ImportError):
+    """An optional dependency is not installed; the message says which extra brings it.
+
+    ``extra`` is the name in ``pip install 'wrtfd[EXTRA]'`` (``daemon``, ``parquet``, ...).
+    """
+
+    def __init__(self, message: str, *, extra: str) -> None:
+        super().__init__(message)
+        self.extra = extra

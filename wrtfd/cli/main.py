@@ -21,7 +21,11 @@ from collections.abc import Sequence
 from wrtfd import __version__
 from wrtfd.errors import WrtfdError
 
-__all__ = ["build_parser", "main"]
+__all__ = [
+    "build_parser",
+    "error_line",
+    "main",
+]
 
 #: Subcommand modules in help order. A module that is not there (yet) is simply not offered.
 COMMAND_MODULES: tuple[str, ...] = (

@@ -19,7 +19,13 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["INSTALLED_BINARY", "VerifyResult", "main", "verify_units"]
+__all__ = [
+    "INSTALLED_BINARY",
+    "VerifyResult",
+    "local_wrtfd",
+    "main",
+    "verify_units",
+]
 
 INSTALLED_BINARY = "/usr/local/bin/wrtfd"
 EXAMPLE_INSTANCE = "example"

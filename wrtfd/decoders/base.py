@@ -26,13 +26,13 @@ __all__ = [
     "DropCounter",
     "Sample",
     "SampleSink",
-    "SessionInfo",
+    "SessionDescription",
     "SinkFull",
     "generated_definition",
 ]
 
 #: What a source knows about the session: ``track``, ``car``, ``session_type`` ... (strings).
-SessionInfo = Mapping[str, str]
+SessionDescription = Mapping[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +49,7 @@ class Decoded:
     source_time_ns: int | None = None
     session_key: object | None = None
     new_session: bool = False
-    session_info: SessionInfo | None = None
+    session_info: SessionDescription | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +64,7 @@ class Sample:
     values: Mapping[str, object]
     source_time_ns: int | None = None
     new_session: bool = False
-    session_info: SessionInfo | None = None
+    session_info: SessionDescription | None = None
     stale: frozenset[str] = field(default_factory=frozenset)
 
     @classmethod

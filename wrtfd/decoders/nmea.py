@@ -21,12 +21,16 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from pynmeagps import NMEAReader
-
+from wrtfd._optional import missing_dependency
 from wrtfd.decoders._common import load_definition
 from wrtfd.decoders.base import Decoded
 from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import DecodeError
+
+try:
+    from pynmeagps import NMEAReader
+except ImportError as exc:
+    raise missing_dependency("pynmeagps", extra="daemon", purpose="the NMEA (GPS) decoder") from exc
 
 __all__ = [
     "KNOTS_TO_MPS",

@@ -9,68 +9,20 @@ pure-Python CSV fallback used when pyarrow is not installed.
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from wrtfd.errors import FormatError
-from wrtfd.format.reader import Reader, ticks_to_time_us
+from wrtfd.format.columns import column_names, iter_columns
+from wrtfd.format.reader import Reader
 from wrtfd.format.schema import Leaf, leaf_column
 
 __all__ = ["column_names", "export_file", "iter_columns"]
 
 Progress = Callable[[int, int], None]
-_CHUNK = 1 << 16
-
-
-def column_names(leaves: list[Leaf]) -> list[str]:
-    """Flattened names, made unique if two paths flatten to the same text."""
-    seen: dict[str, int] = {"session": 1, "tick": 1, "time_us": 1}
-    out = []
-    for lf in leaves:
-        name = lf.column
-        if name in seen:
-            seen[name] += 1
-            name = f"{name}_{seen[name]}"
-        seen[name] = 1
-        out.append(name)
-    return out
-
-
-def _text_column(col: np.ndarray) -> np.ndarray:
-    raw = np.ascontiguousarray(col).view(f"S{col.shape[-1]}").reshape(len(col))
-    return np.array([b.decode("utf-8", errors="replace") for b in raw], dtype=object)
-
-
-def _enum_column(col: np.ndarray, leaf: Leaf) -> np.ndarray:
-    uniq, inv = np.unique(col, return_inverse=True)
-    names = {v: n for n, v in (leaf.enum.values if leaf.enum else ())}
-    labels = np.array([names.get(int(u), str(int(u))) for u in uniq], dtype=object)
-    return labels[inv.reshape(-1)]
-
-
-def iter_columns(reader: Reader, chunk: int = _CHUNK) -> Iterator[tuple[list[str], list[np.ndarray]]]:
-    """(names, columns) per chunk of frames, over all sessions."""
-    leaves = reader.schema.frame_leaves
-    names = ["session", "tick", "time_us", *column_names(leaves)]
-    for s in reader.sessions:
-        for arr in reader.iter_frames(s.index, chunk):
-            cols: list[np.ndarray] = [
-                np.full(len(arr), s.index, dtype=np.int64),
-                np.ascontiguousarray(arr["tick"]),
-                ticks_to_time_us(arr["tick"], s.time_base_us, reader.rate_hz),
-            ]
-            for lf in leaves:
-                col = leaf_column(arr, lf.path)
-                if lf.kind == "text":
-                    cols.append(_text_column(col))
-                elif lf.kind == "enum":
-                    cols.append(_enum_column(col, lf))
-                else:
-                    cols.append(np.ascontiguousarray(col))
-            yield names, cols
 
 
 def _have_pyarrow() -> bool:

@@ -22,7 +22,13 @@ from wrtfd.format.reader import Reader, ticks_to_time_us
 from wrtfd.format.schema import EnumDef, FieldDef, Schema, StructDef
 from wrtfd.format.writer import Writer
 
-__all__ = ["JsonCodec", "dump_jsonl", "write_jsonl"]
+__all__ = [
+    "JsonCodec",
+    "dump_jsonl",
+    "iter_dump_lines",
+    "session_object",
+    "write_jsonl",
+]
 
 ToJson = Callable[[Any], Any]
 FromJson = Callable[[Any, str], Any]

@@ -31,7 +31,14 @@ from wrtfd.errors import TrackError
 from wrtfd.tracks.geometry import LanePath
 from wrtfd.tracks.model import Track
 
-__all__ = ["Lap", "LapDetector", "LapState", "detect_laps", "timing_sectors"]
+__all__ = [
+    "Lap",
+    "LapDetector",
+    "LapState",
+    "detect_laps",
+    "lap_table_rows",
+    "timing_sectors",
+]
 
 
 @dataclass(frozen=True, slots=True)
