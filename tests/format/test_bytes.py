@@ -1,4 +1,4 @@
-"""Byte-level layout of files written here, checked against WRTF-NOTES (N1, N3, N5, N7, N8, N12)."""
+"""Byte-level layout of files written here, checked against docs/wrtf-notes.md (N1, N3, N5, N7, N8, N12)."""
 
 from __future__ import annotations
 
