@@ -13,9 +13,7 @@ __all__ = ["missing_dependency", "missing_modules", "require", "require_all"]
 
 
 def _message(purpose: str, modules: Iterable[str], extra: str) -> str:
-    names = list(modules)
-    verb = "is" if len(names) == 1 else "are"
-    return f"{purpose} needs {' and '.join(names)}, which {verb} not installed: pip install 'wrtfd[{extra}]'"
+    return f"{purpose} needs {' and '.join(modules)}: install wrtfd[{extra}]"
 
 
 def missing_dependency(module: str, *, extra: str, purpose: str) -> MissingDependencyError:

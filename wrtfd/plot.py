@@ -98,7 +98,7 @@ def plot_session(
     """Write the lap plot of one session to ``output`` (PNG).
 
     :raises TrackError: no positions/lap channels or no speed channel.
-    :raises MissingPlotDependency: matplotlib is not installed.
+    :raises MissingDependencyError: matplotlib is not installed.
     """
     from wrtfd.tracks.render import draw_track, require_matplotlib
 

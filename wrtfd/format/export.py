@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from wrtfd._optional import missing_dependency
 from wrtfd.errors import FormatError
 from wrtfd.format.columns import column_names, iter_columns
 from wrtfd.format.reader import Reader
@@ -38,13 +39,14 @@ def export_file(
 ) -> int:
     """Write all frames of ``reader`` to ``output`` (format from ``fmt`` or the suffix); rows written.
 
-    :raises FormatError: unknown format, or Parquet without pyarrow.
+    :raises FormatError: unknown format.
+    :raises MissingDependencyError: Parquet without pyarrow.
     """
     fmt = (fmt or output.suffix.lstrip(".")).lower()
     total = reader.total_frames
     if fmt == "parquet":
         if not _have_pyarrow():
-            raise FormatError("Parquet export needs pyarrow: install wrtfd[parquet]")
+            raise missing_dependency("pyarrow", extra="parquet", purpose="Parquet export")
         return _export_arrow(reader, output, "parquet", total, progress)
     if fmt == "csv":
         if _have_pyarrow():

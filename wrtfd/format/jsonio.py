@@ -269,7 +269,7 @@ def _zero_padded(rows: Any, dtype: np.dtype[Any], path: str) -> np.ndarray:
     try:
         tmp = np.array(rows, dtype=dtype)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise FormatError(f"{path}: value does not fit its field type ({exc})")
+        raise FormatError(f"{path}: value does not fit its field type ({exc})") from exc
     out = np.zeros(tmp.shape, dtype=dtype)
     _copy_fields(out, tmp)
     return out
@@ -359,7 +359,7 @@ def write_jsonl(lines: Iterable[str], writer: Writer) -> tuple[int, int]:
         try:
             obj = json.loads(line)
         except ValueError as exc:
-            raise FormatError(f"{where}: not JSON ({exc})")
+            raise FormatError(f"{where}: not JSON ({exc})") from exc
         if not isinstance(obj, dict):
             raise FormatError(f"{where}: expected a JSON object")
         kind = obj.get("kind")

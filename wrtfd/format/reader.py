@@ -199,12 +199,14 @@ def decode_metadata(entries: list[MetadataEntry], *, strict: bool = True) -> dic
     for e in entries:
         try:
             key = e.key.decode("utf-8", errors)
-        except UnicodeDecodeError:
-            raise CorruptFileError("metadata key is not valid UTF-8", offset=e.offset)
+        except UnicodeDecodeError as exc:
+            raise CorruptFileError("metadata key is not valid UTF-8", offset=e.offset) from exc
         try:
             value = e.value.decode("utf-8", errors)
-        except UnicodeDecodeError:
-            raise CorruptFileError(f"metadata {key!r}: value is not valid UTF-8", offset=e.value_offset)
+        except UnicodeDecodeError as exc:
+            raise CorruptFileError(
+                f"metadata {key!r}: value is not valid UTF-8", offset=e.value_offset
+            ) from exc
         out.setdefault(key, value)
     return out
 
@@ -363,7 +365,9 @@ class Reader:
             try:
                 schema = Schema.from_yaml(text, source=f"metadata '{SCHEMA_METADATA_KEY}'")
             except SchemaError as exc:
-                raise SchemaError(f"{self.path}: {exc} (an external definition can be given: --schema)")
+                raise SchemaError(
+                    f"{self.path}: {exc} (an external definition can be given: --schema)"
+                ) from exc
             self.schema_source = "embedded"
         self.schema: Schema = schema
         self.footer_error: CorruptFileError | None = None
