@@ -75,4 +75,4 @@ def test_top_level_names_resolve_to_the_library_objects() -> None:
     assert wrtfd.iter_columns is iter_columns
     assert set(wrtfd.__all__) <= set(dir(wrtfd))
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        _ = wrtfd.nope  # type: ignore[attr-defined]
+        _ = wrtfd.nope

@@ -80,7 +80,7 @@ def test_build_udp_source_with_protocol_default_port(tmp_path: Path) -> None:
 
 def test_udp_read_interval_reaches_the_source(tmp_path: Path) -> None:
     """The CPU / crash-bound trade-off is the user's: default 0.2 s, any value in [0, 1] passed on."""
-    from wrtfd.sources.udp import DEFAULT_READ_INTERVAL_S
+    from wrtfd.sources.udp import DEFAULT_READ_INTERVAL_S, UdpSource
 
     sources = [
         {"kind": "udp", "protocol": "f1"},
@@ -88,7 +88,8 @@ def test_udp_read_interval_reaches_the_source(tmp_path: Path) -> None:
         {"kind": "udp", "protocol": "outgauge", "read_interval_s": 0},
     ]
     loaded = _loaded({"sources": sources}, tmp_path)
-    got = [build_source(loaded, i, s).source.read_interval_s for i, s in enumerate(loaded.config.sources)]
+    built = [build_source(loaded, i, s).source for i, s in enumerate(loaded.config.sources)]
+    got = [s.read_interval_s for s in built if isinstance(s, UdpSource)]
     assert got == [DEFAULT_READ_INTERVAL_S, 0.1, 0.0]
     assert DEFAULT_READ_INTERVAL_S == 0.2
 

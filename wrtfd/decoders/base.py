@@ -45,7 +45,7 @@ class Decoded:
     session. ``new_session`` is an explicit signal (Forza IsRaceOn 0->1, DiRT run_time reset).
     """
 
-    values: Mapping[str, object]
+    values: Mapping[str, Any]
     source_time_ns: int | None = None
     session_key: object | None = None
     new_session: bool = False
@@ -61,7 +61,7 @@ class Sample:
 
     source: str
     rx_ns: int
-    values: Mapping[str, object]
+    values: Mapping[str, Any]
     source_time_ns: int | None = None
     new_session: bool = False
     session_info: SessionDescription | None = None
