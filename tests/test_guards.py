@@ -15,6 +15,7 @@ import pytest
 
 from tests.format.samples import write_car_file
 from wrtfd.format import validate_file
+from wrtfd.sources.serial import resolve_device
 
 
 def test_clean(tmp_path):
@@ -37,8 +38,10 @@ async def test_leaks_a_task():
 
 
 async def test_blocks_the_loop(tmp_path):
-    write_car_file(tmp_path / "run.wrtf")  # test code may block: only wrtfd's is watched
-    validate_file(tmp_path / "run.wrtf")  # wrtfd reading a file on the loop's thread
+    write_car_file(tmp_path / "run.wrtf")  # test code may block: only loop code is watched
+    validate_file(tmp_path / "run.wrtf")  # offline library code: not what runs on the loop
+    (tmp_path / "ttyX").symlink_to(tmp_path / "run.wrtf")
+    resolve_device(str(tmp_path / "ttyX"))  # a source reading a symlink on the loop's thread
 
 
 @pytest.mark.allow_leaks
@@ -60,7 +63,9 @@ def test_the_guards_fail_leaks_and_blocking(pytester: pytest.Pytester) -> None:
     assert "sockets left open" in out
     assert "threads left running: ['left-behind']" in out
     assert "asyncio tasks left running" in out and "sleep" in out
-    assert "BlockingError" in out
+    assert "BlockingError: Blocking call to os." in out  # realpath's lstat/readlink
+    assert '>       resolve_device(str(tmp_path / "ttyX"))' in out  # the call that blocked
+    assert ">       validate_file(" not in out  # offline code called by the test: not flagged
     # the three leaking tests pass, then error in teardown; the blocking one fails
     result.assert_outcomes(passed=5, failed=1, errors=3)
     assert "test_inner.py::test_allowed_to_leak" not in out.split("short test summary")[-1]
