@@ -1,10 +1,30 @@
-"""Shared fixtures: where the real captures are, and skipping cleanly without them."""
+"""Shared fixtures: where the real captures are, and skipping cleanly without them; and the
+guards every test runs under (anyio's blockbuster and python-can's leak fixture, in our terms):
+
+- an async test fails if the code that runs on the daemon's event loop (sources, the live
+  recorder, the daemon) makes a blocking call (file or socket I/O, ``time.sleep``, a lock
+  wait...) on the loop's thread (``blockbuster``). Synchronous library code a test calls
+  directly from its body (building a decoder, an offline replay) is not what runs on the loop,
+  so it is not watched;
+- any test fails if it leaves a socket open, a thread running or an asyncio task unfinished.
+
+A test that must keep something alive on purpose says so with ``@pytest.mark.allow_leaks``.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import asyncio.runners
+import inspect
+import os
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from blockbuster import blockbuster_ctx
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -25,3 +45,89 @@ def shared_spec() -> Path:
     if not SHARED_SPEC.is_dir():
         pytest.skip(f"specs not available: {SHARED_SPEC} is absent")
     return SHARED_SPEC
+
+
+#: How long a test's threads and sockets get to wind down after it returned (daemon threads of
+#: ``anyio.to_thread`` idle out on their own, so they are not counted).
+SETTLE_S = 2.0
+
+
+def _open_sockets() -> set[str]:
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile (the listing's own fd)
+        if target.startswith("socket:"):
+            found.add(f"fd {fd} {target}")
+    return found
+
+
+def _live_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.is_alive() and not t.daemon}
+
+
+def _is_async(request: pytest.FixtureRequest) -> bool:
+    func = getattr(request, "function", None)
+    return func is not None and inspect.iscoroutinefunction(func)
+
+
+@pytest.fixture(autouse=True)
+def no_leaks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Fail the test if it leaks a socket, a (non-daemon) thread or a running asyncio task."""
+    if request.node.get_closest_marker("allow_leaks"):
+        yield
+        return
+    sockets = _open_sockets()
+    threads = _live_threads()
+    unfinished: list[str] = []
+    cancel_all = getattr(asyncio.runners, "_cancel_all_tasks", None)
+    if cancel_all is not None:
+        # The test's event loop is closed by its runner after the test: whatever task is still
+        # running then was started and never awaited or cancelled by the test.
+        def record_then_cancel(loop: asyncio.AbstractEventLoop) -> Any:
+            unfinished.extend(repr(t.get_coro()) for t in asyncio.all_tasks(loop) if not t.done())
+            return cancel_all(loop)
+
+        monkeypatch.setattr(asyncio.runners, "_cancel_all_tasks", record_then_cancel)
+    yield
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        new_sockets = _open_sockets() - sockets
+        new_threads = _live_threads() - threads
+        if not (new_sockets or new_threads) or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    problems = []
+    if new_sockets:
+        problems.append(f"sockets left open: {sorted(new_sockets)}")
+    if new_threads:
+        problems.append(f"threads left running: {sorted(t.name for t in new_threads)}")
+    if unfinished:
+        problems.append(f"asyncio tasks left running: {unfinished}")
+    assert not problems, "; ".join(problems)
+
+
+#: The packages whose code runs on the event loop: a blocking call with one of them on the stack
+#: raises ``BlockingError``.
+LOOP_PACKAGES = ["wrtfd.sources", "wrtfd.recorder.live", "wrtfd.recorder.groups", "wrtfd.daemon"]
+
+
+#: Blocking that never happens on the running daemon's loop, allowed where a test reaches it from
+#: the loop's thread: the packaged definitions are read once (cached) when a decoder is built,
+#: which the daemon does before its loop starts.
+MAY_BLOCK: list[tuple[str, str]] = [("wrtfd/decoders/_common.py", "_load_cached")]
+
+
+@pytest.fixture(autouse=True)
+def no_blocking_in_loop(request: pytest.FixtureRequest) -> Iterator[None]:
+    """In an async test, a blocking call made on the loop by code that runs there raises."""
+    if not _is_async(request) or request.node.get_closest_marker("allow_blocking"):
+        yield
+        return
+    with blockbuster_ctx(LOOP_PACKAGES) as bb:
+        for function in bb.functions.values():
+            for filename, where in MAY_BLOCK:
+                function.can_block_in(filename, where)
+        yield

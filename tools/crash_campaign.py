@@ -21,9 +21,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "tests"), str(REPO)]
 
-from crashstate.campaign import check_rebuild, older_content, record_all, run_campaign  # noqa: E402
-from crashstate.check import Tally, ToolRunner  # noqa: E402
-from crashstate.record import seccomp_supported, strace_usable  # noqa: E402
+from tests.crashstate.campaign import check_rebuild, older_content, record_all, run_campaign  # noqa: E402
+from tests.crashstate.check import Tally, ToolRunner  # noqa: E402
+from tests.crashstate.record import seccomp_supported, strace_usable  # noqa: E402
 
 
 def main() -> int:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from wrtfd.driver_channels import driver_channels
 from wrtfd.errors import TrackError
-from wrtfd.plot import driver_channels
 from wrtfd.tracks.analysis import SessionLaps, find_position_fields, position_arrays
 from wrtfd.tracks.laps import Lap
 

@@ -14,6 +14,8 @@
      +-- ServiceError           installing or removing the systemd service cannot go on
      +-- StatusError            a daemon's status endpoint is unreachable or answers nonsense
      +-- ExportError            an export cannot be written (missing extra, format limits)
+     +-- MissingDependencyError an optional dependency is not installed (names the extra);
+                                also an ImportError, so "skip what is not installed" still works
 
 The CLI turns any of these into one line on stderr and a non-zero exit code.
 """
@@ -27,6 +29,7 @@ __all__ = [
     "ExportError",
     "FormatError",
     "ImportFormatError",
+    "MissingDependencyError",
     "SchemaError",
     "ServiceError",
     "SourceError",
@@ -98,3 +101,14 @@ class StatusError(WrtfdError):
 class ExportError(WrtfdError):
     """An export cannot be written: an optional dependency is missing, or the recording does
     not fit the target format (the message says which limit)."""
+
+
+class MissingDependencyError(WrtfdError, ImportError):
+    """An optional dependency is not installed; the message says which extra brings it.
+
+    ``extra`` is the name in ``pip install 'wrtfd[EXTRA]'`` (``daemon``, ``parquet``, ...).
+    """
+
+    def __init__(self, message: str, *, extra: str) -> None:
+        super().__init__(message)
+        self.extra = extra

@@ -20,7 +20,7 @@ The hero drives along +X at 10 m/s (50 cm per frame), the positions are exact in
 
 from __future__ import annotations
 
-from carla_writer import (
+from tests.carla.carla_writer import (
     Actor,
     CarlaWriter,
     anim_vehicle,

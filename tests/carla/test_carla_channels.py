@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import carla_scenario as sc
 import numpy as np
 import pytest
-from carla_writer import Actor, CarlaWriter, collision, event_add, event_del, position
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tests.carla.carla_scenario as sc
+from tests.carla.carla_writer import Actor, CarlaWriter, collision, event_add, event_del, position
 from wrtfd.carla.channels import (
     AllVehiclesChannels,
     SingleActorChannels,
@@ -38,7 +38,7 @@ def test_resolve_actor(frames) -> None:  # type: ignore[no-untyped-def]
         resolve_actor("hero", [a for a in adds if a.actor_id != 10])
 
 
-def _schema(definition: dict) -> Schema:  # type: ignore[type-arg]
+def _schema(definition: dict) -> Schema:
     """The source definition as a whole WRTF definition (the recorder adds its own session header)."""
     session = {
         "description": "test",

@@ -7,11 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import carla_scenario as sc
 import numpy as np
 import pytest
-from carla_writer import Actor, CarlaWriter, anim_vehicle, event_add, position
 
+import tests.carla.carla_scenario as sc
+from tests.carla.carla_writer import Actor, CarlaWriter, anim_vehicle, event_add, position
 from wrtfd.cli.main import main
 from wrtfd.errors import ImportFormatError
 from wrtfd.format import Reader

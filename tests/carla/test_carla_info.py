@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import carla_scenario as sc
 import pytest
 
+import tests.carla.carla_scenario as sc
 from wrtfd.carla.info import summarize
 from wrtfd.carla.model import ActorType
 from wrtfd.carla.reader import FrameStream
@@ -33,7 +33,7 @@ def test_summary_lifetimes_parent_collisions() -> None:
 
 
 def test_actor_recreated_with_same_id_closes_old_life() -> None:
-    from carla_writer import Actor, CarlaWriter, event_add
+    from tests.carla.carla_writer import Actor, CarlaWriter, event_add
 
     w = CarlaWriter()
     w.start_frame(0.1)

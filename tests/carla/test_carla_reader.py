@@ -5,10 +5,13 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-import carla_scenario as sc
 import numpy as np
 import pytest
-from carla_writer import (
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tests.carla.carla_scenario as sc
+from tests.carla.carla_writer import (
     Actor,
     CarlaWriter,
     anim_vehicle,
@@ -18,9 +21,6 @@ from carla_writer import (
     packet,
     position,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from wrtfd.carla.model import ActorAttribute, ActorType, Collision, Parent
 from wrtfd.carla.reader import FrameStream, load_recording, parse_header, read_recording
 from wrtfd.errors import ImportFormatError
@@ -283,7 +283,7 @@ def test_property_garbage_never_crashes(tail: bytes, cut: int) -> None:
         assert frame.offset < r.end_offset
 
 
-_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
+_text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=30)
 
 
 @settings(max_examples=60, deadline=None)

@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from crashstate.check import REST_S, Feed, Tally, ToolRunner, Verdict, judge
-from crashstate.models import MODELS, CrashState, states_at
-from crashstate.record import SCENARIOS, Recording, record
-from crashstate.replay import DaemonFile, FileHistory, HarnessError, daemon_frames
+from tests.crashstate.check import REST_S, Feed, Tally, ToolRunner, Verdict, judge
+from tests.crashstate.models import MODELS, CrashState, states_at
+from tests.crashstate.record import SCENARIOS, Recording, record
+from tests.crashstate.replay import DaemonFile, FileHistory, HarnessError, daemon_frames
 
 __all__ = ["CampaignResult", "check_rebuild", "record_all", "run_campaign"]
 

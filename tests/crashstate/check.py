@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crashstate.models import MODEL_TEXT, MODELS, VANISHED, CrashState
-from crashstate.replay import DaemonFile, FrameTruth, canonical, dump_text, text_digest
+from tests.crashstate.models import MODEL_TEXT, MODELS, VANISHED, CrashState
+from tests.crashstate.replay import DaemonFile, FrameTruth, canonical, dump_text, text_digest
 from wrtfd.cli.main import main as wrtfd_main
 from wrtfd.format.spec import (
     DOC_END_MAGIC,
@@ -77,7 +77,7 @@ __all__ = [
 # (kill -9) loses at most jitter_s + 1/rate + read_interval_s + batch_s = 0.1 + 1/60 + 0.2 + 0.1 s
 # of the newest data; a power cut at most that plus fsync_interval_s (1 s); plus settle_s (0.5 s)
 # in the first moments of a session. LEAD: when h13-check lands with the bound in code (and
-# docs/durability.md), replace these constants by that one place.
+# the durability design doc), replace these constants by that one place.
 FSYNC_INTERVAL_S = 1.0  # "fsynced at least every fsync_interval_s" (the test config's default)
 CRASH_BOUND_S = 0.1 + 1 / 60 + 0.2 + 0.1
 POWER_CUT_BOUND_S = CRASH_BOUND_S + FSYNC_INTERVAL_S

@@ -20,8 +20,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from crashstate.replay import FileHistory, apply_ops
-from crashstate.trace import FileOp
+from tests.crashstate.replay import FileHistory, apply_ops
+from tests.crashstate.trace import FileOp
 
 __all__ = ["MODELS", "MODEL_TEXT", "PAGE", "SECTOR", "VANISHED", "CrashState", "build_content", "states_at"]
 

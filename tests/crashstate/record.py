@@ -19,10 +19,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e.test_daemon_harness import free_port, wait_for
-
-from crashstate.replay import FileHistory, HarnessError
-from crashstate.trace import FileOp, FsLog, ProcessEnd, Trace, interpret, read_trace, strace_command
+from tests.crashstate.replay import FileHistory, HarnessError
+from tests.crashstate.trace import FileOp, FsLog, ProcessEnd, Trace, interpret, read_trace, strace_command
+from tests.e2e.test_daemon_harness import free_port, wait_for
 
 __all__ = ["SCENARIOS", "Recording", "Step", "record", "strace_usable"]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from crashstate.trace import FileOp, FsLog
+from tests.crashstate.trace import FileOp, FsLog
 from wrtfd.format.jsonio import JsonCodec
 from wrtfd.format.schema import Schema
 from wrtfd.format.spec import (

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from crashstate.replay import FileHistory
-from crashstate.trace import FileOp, FsLog, WatchedFile
+from tests.crashstate.replay import FileHistory
+from tests.crashstate.trace import FileOp, FsLog, WatchedFile
 
 PATH = "/rec/a.wrtf"
 

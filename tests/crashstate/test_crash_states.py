@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crashstate.campaign import (
+from tests.crashstate.campaign import (
     CampaignResult,
     check_rebuild,
     older_content,
@@ -28,7 +28,7 @@ from crashstate.campaign import (
     rest_points,
     run_campaign,
 )
-from crashstate.check import (
+from tests.crashstate.check import (
     FSYNC_INTERVAL_S,
     POWER_CUT_BOUND_S,
     TIMING_SLACK_S,
@@ -36,9 +36,9 @@ from crashstate.check import (
     run_in_process,
     run_subprocess,
 )
-from crashstate.models import MODELS, VANISHED, build_content
-from crashstate.record import Recording, seccomp_supported, strace_usable
-from crashstate.replay import daemon_frames
+from tests.crashstate.models import MODELS, VANISHED, build_content
+from tests.crashstate.record import Recording, seccomp_supported, strace_usable
+from tests.crashstate.replay import daemon_frames
 from wrtfd.format import Reader
 
 #: Seed of the random crash points and of the models' random choices (same seed, same states).

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crashstate.campaign import fsync_wait_s
-from crashstate.check import CRASH_BOUND_S, POWER_CUT_BOUND_S, SETTLE_S, Feed, dump_frames, loss_s
-from crashstate.models import MODELS, PAGE, SECTOR, VANISHED, build_content, states_at
-from crashstate.replay import DaemonFile, FileHistory, FrameTruth, SessionTruth, text_digest
-from crashstate.synthetic import history
+from tests.crashstate.campaign import fsync_wait_s
+from tests.crashstate.check import CRASH_BOUND_S, POWER_CUT_BOUND_S, SETTLE_S, Feed, dump_frames, loss_s
+from tests.crashstate.models import MODELS, PAGE, SECTOR, VANISHED, build_content, states_at
+from tests.crashstate.replay import DaemonFile, FileHistory, FrameTruth, SessionTruth, text_digest
+from tests.crashstate.synthetic import history
 
 HEAD = bytes(range(256)) * 8  # 2048 bytes
 LATER = [bytes([i + 1]) * n for i, n in enumerate((700, 1300, 5000))]

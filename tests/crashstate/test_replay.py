@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crashstate.check import indexed_frames
-from crashstate.replay import HarnessError, daemon_frames
-from crashstate.synthetic import history
+from tests.crashstate.check import indexed_frames
+from tests.crashstate.replay import HarnessError, daemon_frames
+from tests.crashstate.synthetic import history
 from tests.format.samples import write_car_file
 from wrtfd.format import Reader
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crashstate.record import strace_usable
-from crashstate.replay import FileHistory, apply_ops
-from crashstate.trace import (
+from tests.crashstate.record import strace_usable
+from tests.crashstate.replay import FileHistory, apply_ops
+from tests.crashstate.trace import (
     FsLog,
     TraceError,
     decode_string,

@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "STRACE_SYSCALLS",
@@ -470,7 +471,7 @@ class _Interpreter:
             p = os.path.join(base, p)
         return os.path.normpath(p)
 
-    def emit(self, sc: Syscall, kind: str, file: int, path: str, **kw: object) -> None:
+    def emit(self, sc: Syscall, kind: str, file: int, path: str, **kw: Any) -> None:
         self.log.ops.append(FileOp(self.seq, sc.end_s, kind, file, path, pid=sc.pid, line=sc.line, **kw))
         self.seq += 1
 
@@ -494,10 +495,11 @@ class _Interpreter:
         n = sc.result
         if n > len(data):
             raise TraceError(f"{where}: {sc.name} returned {n}, more than the {len(data)} bytes shown")
-        at = offset
-        if at is None:
+        if offset is None:
             at = self.sizes[ofd.file] if ofd.append else ofd.pos
             ofd.pos = at + n
+        else:
+            at = offset
         if n:
             self.emit(sc, "write", ofd.file, ofd.path, offset=at, data=data[:n])
             self.sizes[ofd.file] = max(self.sizes[ofd.file], at + n)

@@ -33,7 +33,7 @@ def test_acc_kind_defaults_and_limits() -> None:
         ({"password": 1234}, "sources[0].password: expected string"),
     ]:
         with pytest.raises(ConfigError) as e:
-            parse_config({"sources": [{"kind": "acc", **bad}]}, "x.toml")
+            parse_config({"sources": [{"kind": "acc", **bad}]}, "x.toml")  # type: ignore[dict-item]
         assert f"x.toml: {where}" in str(e.value)
 
 

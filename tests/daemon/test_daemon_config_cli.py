@@ -101,7 +101,7 @@ def test_config_schema_pins_the_layout_and_check_catches_a_change(
     assert main(["config", "schema", "--config", str(path)]) == 0
     text = capsys.readouterr().out
     pinned = Schema.from_yaml(text)
-    assert set(pinned.frame_dtype["forza"].names) == {"speed", "engine_rpm"}
+    assert set(pinned.frame_dtype["forza"].names or ()) == {"speed", "engine_rpm"}
     (tmp_path / "frame.wrtf.yaml").write_text(text)
     assert main(["config", "check", str(path)]) == 0
     capsys.readouterr()

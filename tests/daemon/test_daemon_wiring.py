@@ -80,7 +80,7 @@ def test_build_udp_source_with_protocol_default_port(tmp_path: Path) -> None:
 
 def test_udp_read_interval_reaches_the_source(tmp_path: Path) -> None:
     """The CPU / crash-bound trade-off is the user's: default 0.2 s, any value in [0, 1] passed on."""
-    from wrtfd.sources.udp import DEFAULT_READ_INTERVAL_S
+    from wrtfd.sources.udp import DEFAULT_READ_INTERVAL_S, UdpSource
 
     sources = [
         {"kind": "udp", "protocol": "f1"},
@@ -88,7 +88,8 @@ def test_udp_read_interval_reaches_the_source(tmp_path: Path) -> None:
         {"kind": "udp", "protocol": "outgauge", "read_interval_s": 0},
     ]
     loaded = _loaded({"sources": sources}, tmp_path)
-    got = [build_source(loaded, i, s).source.read_interval_s for i, s in enumerate(loaded.config.sources)]
+    built = [build_source(loaded, i, s).source for i, s in enumerate(loaded.config.sources)]
+    got = [s.read_interval_s for s in built if isinstance(s, UdpSource)]
     assert got == [DEFAULT_READ_INTERVAL_S, 0.1, 0.0]
     assert DEFAULT_READ_INTERVAL_S == 0.2
 
@@ -275,3 +276,21 @@ def test_assetto_corsa_source_dials_the_game(tmp_path: Path) -> None:
     assert built.address == "udp peer 192.168.1.20:9996"
     assert built.source.name == "assetto_corsa"
     assert built.definition["frame"]["fields"]
+
+
+def test_call_turns_config_complaints_into_config_errors_and_lets_bugs_through() -> None:
+    """An unknown option is the user's mistake; a TypeError inside our own code is a bug."""
+    from wrtfd.daemon.wiring import _call
+
+    def build(size: int) -> int:
+        if size < 0:
+            raise ValueError("size must be >= 0")
+        return len(size)  # type: ignore[arg-type]  # the bug: len() of an int
+
+    with pytest.raises(ConfigError, match=r"^w\.options: .*unexpected keyword argument 'colour'"):
+        _call("w", "options", build, 1, colour="red")  # type: ignore[call-arg]
+    with pytest.raises(ConfigError, match=r"^w\.options: size must be >= 0$") as info:
+        _call("w", "options", build, -1)
+    assert isinstance(info.value.__cause__, ValueError)
+    with pytest.raises(TypeError, match="has no len"):
+        _call("w", "options", build, 3)

@@ -195,7 +195,7 @@ SESSION = {
     "network_game": "m_networkGame",
 }
 #: packet name -> (per-car array key, mapping, all-cars channels -> per-car key)
-CAR_PACKETS = {
+CAR_PACKETS: dict[str, tuple[str, dict[str, Any], dict[str, str]]] = {
     "motion": (
         "m_carMotionData",
         MOTION,

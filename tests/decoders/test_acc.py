@@ -173,7 +173,7 @@ def test_every_channel_is_produced_and_fits_the_definition() -> None:
             else:
                 np.array(value, dtype=field.base)  # overflow raises
                 if field.shape:
-                    assert len(value) == field.shape[0], key  # type: ignore[arg-type]
+                    assert len(value) == field.shape[0], key
     assert seen == set(dtype.names or ()) - {"tick"}
 
 

@@ -79,6 +79,7 @@ def test_subaru_log_every_frame_decoded_or_counted(shared_data: Path) -> None:
     base = shared_data / "can" / "subaru"
     dbc = base / "sample_can_spec.dbc"
     db = cantools.database.load_file(str(dbc))
+    assert isinstance(db, cantools.database.can.Database)
     decoder = CandumpDecoder(dbc=dbc, mapping={"rpm": "ID_140.RPM", "speed": "SPEED", "gear": "GEAR"})
     decoded = 0
     drops: collections.Counter[str] = collections.Counter()
@@ -91,6 +92,7 @@ def test_subaru_log_every_frame_decoded_or_counted(shared_data: Path) -> None:
         assert out is not None
         frame = parse_candump(line)
         direct = db.decode_message(frame.arbitration_id, frame.data, decode_choices=False)
+        assert isinstance(direct, dict)
         names = {"rpm": "RPM", "speed": "SPEED", "gear": "GEAR"}
         assert out.values == {ch: direct[sig] for ch, sig in names.items() if sig in direct}
         assert out.source_time_ns == frame.timestamp_ns

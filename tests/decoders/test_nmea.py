@@ -86,7 +86,7 @@ def test_no_fix_clears_position_instead_of_holding_it() -> None:
     d.decode(nmea(RMC))
     out = d.decode(nmea("GPRMC,123520.50,V,,,,,,,230394,,,N"))
     assert out is not None
-    assert math.isnan(out.values["lat_deg"]) and math.isnan(out.values["lon_deg"])  # type: ignore[arg-type]
+    assert math.isnan(out.values["lat_deg"]) and math.isnan(out.values["lon_deg"])
     assert out.values["fix_mode"] == 1
     out = d.decode(nmea("GPGGA,123521.50,,,,,0,00,99.99,,,,,,"))
     assert out is not None and out.values["fix_mode"] == 1 and out.values["fix_quality"] == 0

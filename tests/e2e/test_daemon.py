@@ -8,7 +8,8 @@ import socket
 from pathlib import Path
 
 import pytest
-from test_daemon_harness import (
+
+from tests.e2e.test_daemon_harness import (
     BackgroundFeed,
     Daemon,
     f1_datagrams,

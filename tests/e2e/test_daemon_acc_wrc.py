@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_daemon_harness import Daemon, free_port, run_cli, sessions_of, wait_for
 
+from tests.e2e.test_daemon_harness import Daemon, free_port, run_cli, sessions_of, wait_for
 from wrtfd.format import Reader
 
 pytestmark = pytest.mark.slow

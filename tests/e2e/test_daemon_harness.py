@@ -114,9 +114,14 @@ class Daemon:
         *,
         status_port: int | None,
         env: dict[str, str] | None = None,
+        python: str = sys.executable,
     ) -> None:
-        """``config_text`` None: run without ``--config`` (the built-in default)."""
+        """``config_text`` None: run without ``--config`` (the built-in default).
+
+        ``python``: the interpreter that runs ``-m wrtfd`` (another venv's, for an install test).
+        """
         self.tmp_path = tmp_path
+        self.python = python
         self.config_path = tmp_path / "wrtfd.toml"
         self.args = ["run"]
         if config_text is not None:
@@ -135,7 +140,7 @@ class Daemon:
 
     def start(self) -> Daemon:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "wrtfd", *self.args],
+            [self.python, "-m", "wrtfd", *self.args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_daemon_harness import Daemon, free_port, recordings, run_cli, udp_source, wait_for
 
+from tests.e2e.test_daemon_harness import Daemon, free_port, recordings, run_cli, udp_source, wait_for
 from wrtfd.format import Reader
 
 pytestmark = pytest.mark.slow

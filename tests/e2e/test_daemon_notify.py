@@ -15,7 +15,15 @@ import time
 from pathlib import Path
 
 import pytest
-from test_daemon_harness import BackgroundFeed, Daemon, forza_datagrams, free_port, udp_source, wait_for
+
+from tests.e2e.test_daemon_harness import (
+    BackgroundFeed,
+    Daemon,
+    forza_datagrams,
+    free_port,
+    udp_source,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -123,7 +131,7 @@ def test_journal_lines_and_rate_limited_drop_logs(tmp_path: Path) -> None:
                 for _ in range(20):
                     s.sendto(b"\x00" * 17, ("127.0.0.1", forza_port))
                 n = 20 * (burst + 1)
-                wait_for(lambda n=n: d.status()["sources"]["forza"]["dropped_total"] == n, "drops counted")
+                wait_for(lambda n=n: d.status()["sources"]["forza"]["dropped_total"] == n, "drops counted")  # type: ignore[misc]
                 time.sleep(1.2)  # let a heartbeat pass between bursts
         d.signal(signal.SIGINT)
         assert d.wait_exit() == 0

@@ -14,13 +14,14 @@ import struct
 import threading
 import time
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
-from test_daemon_harness import Daemon, free_port, recordings, wait_for
 
+from tests.e2e.test_daemon_harness import Daemon, free_port, recordings, wait_for
 from tests.sources.serial_pty import PtyDevice
 from wrtfd.cli.main import main as cli_main
 from wrtfd.daemon.toml_out import dumps
@@ -54,9 +55,11 @@ def test_example_dbc_payloads_are_what_the_test_sends() -> None:
     import cantools
 
     db = cantools.database.load_file(str(CONFIG_DIR / "example-car.dbc"))
-    engine = db.decode_message(ENGINE_ID, ENGINE_DATA)
+    assert isinstance(db, cantools.database.can.Database)
+    engine = cast("Mapping[str, float]", db.decode_message(ENGINE_ID, ENGINE_DATA))
     assert (engine["RPM"], engine["THROTTLE"], engine["COOLANT_TEMP"], engine["GEAR"]) == (3000, 40, 90, 3)
-    assert db.decode_message(STEERING_ID, STEERING_DATA)["STEERING_ANGLE"] == pytest.approx(-12.5)
+    steering = cast("Mapping[str, float]", db.decode_message(STEERING_ID, STEERING_DATA))
+    assert steering["STEERING_ANGLE"] == pytest.approx(-12.5)
 
 
 def _nmea(body: str) -> bytes:
@@ -186,5 +189,5 @@ def test_daemon_starts_with_example(example: Path, tmp_path: Path) -> None:
             assert len(steering) >= len(can) - 1 and set(steering.round(3).tolist()) == {-12.5}
     if struct_sources:
         with Reader(files[0]) as r:
-            feed = r.frames(0)["feed"]
-            assert set(feed["rpm"].tolist()) == {2500.0}
+            feed_frames = r.frames(0)["feed"]
+            assert set(feed_frames["rpm"].tolist()) == {2500.0}

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_daemon_harness import BackgroundFeed, Daemon, free_port, run_cli, udp_source, wait_for
+
+from tests.e2e.test_daemon_harness import BackgroundFeed, Daemon, free_port, run_cli, udp_source, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -120,6 +121,7 @@ def test_healthy_table_shows_groups_sources_file_session_laps_disk(daemon: dict[
     assert "\x1b" not in text  # not a terminal: no colour, no cursor moves
     assert text.splitlines()[0] == f"● wrtfd {snap['version']}: healthy"
     assert f"  config  {d.config_path}" in text
+    assert d.proc is not None
     assert f"pid {d.proc.pid}, up " in text and f"status {daemon['url']}/status" in text
     assert f"  disk    {daemon['out']}: " in text and "free of" in text
 

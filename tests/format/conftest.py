@@ -79,7 +79,7 @@ def car_schema() -> Schema:
 
 
 @pytest.fixture
-def tmp_file(tmp_path: Path) -> Callable[[str], Path]:
+def tmp_file(tmp_path: Path) -> Callable[..., Path]:
     def make(name: str = "t.wrtf") -> Path:
         return tmp_path / name
 

@@ -1,4 +1,4 @@
-"""Byte-level layout of files written here, checked against WRTF-NOTES (N1, N3, N5, N7, N8, N12)."""
+"""Byte-level layout of files written here, checked against docs/wrtf-notes.md (N1, N3, N5, N7, N8, N12)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from tests.format.conftest import START_US, fld, make_schema
-from wrtfd.format import Reader, Writer
+from wrtfd.format import Reader, Schema, Writer
 
 
-def _speed_gear() -> object:
+def _speed_gear() -> Schema:
     return make_schema(
         [fld("speed", "float32"), fld("gear", "uint8")],
         header=[fld("driver_id", "uint32")],
@@ -20,7 +20,7 @@ def _speed_gear() -> object:
     )
 
 
-def test_n1_metadata_entries_padded_to_8_with_utf8(tmp_file: Callable[[str], Path]) -> None:
+def test_n1_metadata_entries_padded_to_8_with_utf8(tmp_file: Callable[..., Path]) -> None:
     """N1: u32 key_len, key, pad to 8; u32 value_len, value, pad to 8 (file offsets), UTF-8."""
     schema = _speed_gear()
     path = tmp_file("m.wrtf")
@@ -28,7 +28,7 @@ def test_n1_metadata_entries_padded_to_8_with_utf8(tmp_file: Callable[[str], Pat
         path,
         schema,
         rate_hz=48000,
-        start_timestamp_us=START_US,  # type: ignore[arg-type]
+        start_timestamp_us=START_US,
         metadata={"Track": "iracing:track/日本", "Car": "iracing:car/4321"},
         embed_schema=False,
     ):
@@ -51,28 +51,28 @@ def test_n1_metadata_entries_padded_to_8_with_utf8(tmp_file: Callable[[str], Pat
     assert b[92:108] == b"iracing:car/4321" and b[108:112] == b"\0" * 4
     # No session: the document footer follows (N3): WRDF0001, no entries, count 0, WRDE0001.
     assert b[112:] == b"WRDF0001" + struct.pack("<Q", 0) + b"WRDE0001"
-    with Reader(path, schema=schema) as r:  # type: ignore[arg-type]
+    with Reader(path, schema=schema) as r:
         assert r.metadata == {"Track": "iracing:track/日本", "Car": "iracing:car/4321"}
         assert r.complete and r.sessions == []
 
 
-def test_no_metadata_session_at_40(tmp_file: Callable[[str], Path]) -> None:
+def test_no_metadata_session_at_40(tmp_file: Callable[..., Path]) -> None:
     """N1/N8: with no metadata the first session magic is at offset 40."""
     schema = _speed_gear()
     path = tmp_file()
-    with Writer(path, schema, rate_hz=60, start_timestamp_us=START_US, embed_schema=False) as w:  # type: ignore[arg-type]
+    with Writer(path, schema, rate_hz=60, start_timestamp_us=START_US, embed_schema=False) as w:
         w.begin_session({"driver_id": 9})
     b = path.read_bytes()
     assert struct.unpack_from("<I", b, 32) == (0,)
     assert b[40:48] == b"WRSE0001"
 
 
-def test_n7_n8_session_frames_footer_and_n3_document_footer(tmp_file: Callable[[str], Path]) -> None:
+def test_n7_n8_session_frames_footer_and_n3_document_footer(tmp_file: Callable[..., Path]) -> None:
     """Session header (N8) + frames of 16 bytes (N7) + session footer in spec order (N2, N8), then
     a document footer of 24 + 24*N bytes with start marker at EOF-(24+24N) (N3)."""
     schema = _speed_gear()
     path = tmp_file()
-    with Writer(path, schema, rate_hz=60, start_timestamp_us=START_US, embed_schema=False) as w:  # type: ignore[arg-type]
+    with Writer(path, schema, rate_hz=60, start_timestamp_us=START_US, embed_schema=False) as w:
         w.begin_session({"driver_id": 0x01020304})
         w.write_frame(0, {"speed": 1.5, "gear": 3})
         w.write_frame(5, {"speed": -2.0, "gear": 4})
@@ -101,27 +101,27 @@ def test_n7_n8_session_frames_footer_and_n3_document_footer(tmp_file: Callable[[
     assert b[doc:].startswith(b"WRDF") and len(b) - (24 + 24 * 2) == doc
 
 
-def test_n5_schema_stored_in_metadata(tmp_file: Callable[[str], Path]) -> None:
+def test_n5_schema_stored_in_metadata(tmp_file: Callable[..., Path]) -> None:
     """N5/N12: files written here carry their definition as `wrtf.schema`, first."""
     schema = _speed_gear()
     path = tmp_file()
-    with Writer(path, schema, rate_hz=60, start_timestamp_us=START_US, metadata={"Car": "x"}):  # type: ignore[arg-type]
+    with Writer(path, schema, rate_hz=60, start_timestamp_us=START_US, metadata={"Car": "x"}):
         pass
     b = path.read_bytes()
     klen = struct.unpack_from("<I", b, 40)[0]
     assert b[44 : 44 + klen] == b"wrtf.schema"
     with Reader(path) as r:
         assert r.schema_source == "embedded"
-        assert r.schema.frame_dtype == schema.frame_dtype  # type: ignore[attr-defined]
+        assert r.schema.frame_dtype == schema.frame_dtype
         assert list(r.metadata) == ["wrtf.schema", "Car"]
 
 
-def test_frames_view_is_zero_copy_and_read_only(tmp_file: Callable[[str], Path]) -> None:
+def test_frames_view_is_zero_copy_and_read_only(tmp_file: Callable[..., Path]) -> None:
     schema = _speed_gear()
     path = tmp_file()
-    with Writer(path, schema, rate_hz=100, start_timestamp_us=START_US) as w:  # type: ignore[arg-type]
+    with Writer(path, schema, rate_hz=100, start_timestamp_us=START_US) as w:
         w.begin_session({})
-        arr = np.zeros(1000, dtype=schema.frame_dtype)  # type: ignore[attr-defined]
+        arr: np.ndarray = np.zeros(1000, dtype=schema.frame_dtype)
         arr["tick"] = np.arange(1000) * 2
         arr["speed"] = np.linspace(0, 1, 1000, dtype=np.float32)
         w.write_frames(arr)

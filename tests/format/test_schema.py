@@ -22,7 +22,7 @@ def test_example_definition_loads_channels_form(shared_spec: Path) -> None:
     assert s.frame_dtype.names is not None
     assert s.frame_dtype.names[0] == "tick"
     assert s.frame_dtype.fields["timestamp"][1] == 8  # type: ignore[index]
-    wheels_dt, _ = s.frame_dtype.fields["wheels"]  # type: ignore[index]
+    wheels_dt = s.frame_dtype.fields["wheels"][0]  # type: ignore[index]
     assert wheels_dt.shape == (4,) and wheels_dt.base.itemsize == 20
     assert s.frame_size % 8 == 0
     assert s.header_dtype.names == ("type", "driver_id", "track_config", "ambient_temp")

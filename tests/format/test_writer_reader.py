@@ -37,7 +37,7 @@ def _write_two_sessions(path: Path, schema: Schema) -> None:
         w.write_frames(arr)
 
 
-def test_write_read_sessions(car_schema: Schema, tmp_file: Callable[[str], Path]) -> None:
+def test_write_read_sessions(car_schema: Schema, tmp_file: Callable[..., Path]) -> None:
     path = tmp_file()
     _write_two_sessions(path, car_schema)
     with Reader(path) as r:
@@ -61,7 +61,7 @@ def test_write_read_sessions(car_schema: Schema, tmp_file: Callable[[str], Path]
         assert list(r.frame_times_us(1)) == [START_US + t * 20_000 for t in (3, 4, 10, 11)]
 
 
-def test_n9_time_rounds_for_non_integer_periods(tmp_file: Callable[[str], Path]) -> None:
+def test_n9_time_rounds_for_non_integer_periods(tmp_file: Callable[..., Path]) -> None:
     schema = make_schema([fld("x", "uint8")])
     path = tmp_file()
     with Writer(path, schema, rate_hz=60, start_timestamp_us=1000) as w:
@@ -74,7 +74,7 @@ def test_n9_time_rounds_for_non_integer_periods(tmp_file: Callable[[str], Path])
 
 @pytest.mark.parametrize("ticks", [[0, 0], [5, 4], [3, 3, 4]])
 def test_ticks_must_strictly_increase(
-    ticks: list[int], car_schema: Schema, tmp_file: Callable[[str], Path]
+    ticks: list[int], car_schema: Schema, tmp_file: Callable[..., Path]
 ) -> None:
     """N10: strictly increasing ticks per session, both on the slow and the batch path."""
     with Writer(tmp_file("a.wrtf"), car_schema, rate_hz=10, start_timestamp_us=START_US) as w:
@@ -91,7 +91,7 @@ def test_ticks_must_strictly_increase(
         assert w.frames_in_session == 0
 
 
-def test_ticks_restart_per_session(car_schema: Schema, tmp_file: Callable[[str], Path]) -> None:
+def test_ticks_restart_per_session(car_schema: Schema, tmp_file: Callable[..., Path]) -> None:
     with Writer(tmp_file(), car_schema, rate_hz=10, start_timestamp_us=START_US) as w:
         w.begin_session()
         w.write_frame(7)
@@ -100,7 +100,7 @@ def test_ticks_restart_per_session(car_schema: Schema, tmp_file: Callable[[str],
         assert w.session_count == 2 and w.last_tick == 0
 
 
-def test_refuses_to_overwrite(car_schema: Schema, tmp_file: Callable[[str], Path]) -> None:
+def test_refuses_to_overwrite(car_schema: Schema, tmp_file: Callable[..., Path]) -> None:
     path = tmp_file()
     path.write_bytes(b"precious")
     with pytest.raises(FileExistsError):
@@ -111,7 +111,7 @@ def test_refuses_to_overwrite(car_schema: Schema, tmp_file: Callable[[str], Path
 
 
 def test_close_is_idempotent_and_closed_writer_refuses(
-    car_schema: Schema, tmp_file: Callable[[str], Path]
+    car_schema: Schema, tmp_file: Callable[..., Path]
 ) -> None:
     w = Writer(tmp_file(), car_schema, rate_hz=10, start_timestamp_us=START_US)
     w.begin_session()
@@ -123,7 +123,7 @@ def test_close_is_idempotent_and_closed_writer_refuses(
         w.write_frame(1)
 
 
-def test_bad_values_name_the_field(car_schema: Schema, tmp_file: Callable[[str], Path]) -> None:
+def test_bad_values_name_the_field(car_schema: Schema, tmp_file: Callable[..., Path]) -> None:
     with Writer(tmp_file(), car_schema, rate_hz=10, start_timestamp_us=START_US) as w:
         w.begin_session()
         with pytest.raises(FormatError, match=r"frame\.wheels: expected 4 items, got 2"):
@@ -140,9 +140,7 @@ def test_bad_values_name_the_field(car_schema: Schema, tmp_file: Callable[[str],
         assert w.frames_in_session == 1
 
 
-def test_long_text_is_cut_at_a_character_boundary(
-    car_schema: Schema, tmp_file: Callable[[str], Path]
-) -> None:
+def test_long_text_is_cut_at_a_character_boundary(car_schema: Schema, tmp_file: Callable[..., Path]) -> None:
     path = tmp_file()
     with Writer(path, car_schema, rate_hz=10, start_timestamp_us=START_US) as w:
         w.begin_session({"track": "Suzuka 鈴鹿サーキット"})  # 7 + 21 bytes > 24
@@ -151,7 +149,7 @@ def test_long_text_is_cut_at_a_character_boundary(
     assert raw == "Suzuka 鈴鹿サーキ".encode() + b"\0" * 2
 
 
-def test_write_frames_rejects_other_dtype(car_schema: Schema, tmp_file: Callable[[str], Path]) -> None:
+def test_write_frames_rejects_other_dtype(car_schema: Schema, tmp_file: Callable[..., Path]) -> None:
     with Writer(tmp_file(), car_schema, rate_hz=10, start_timestamp_us=START_US) as w:
         w.begin_session()
         with pytest.raises(FormatError, match="frame dtype"):
@@ -169,7 +167,7 @@ def _swap_footer_order(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-def test_n2_reference_footer_order_is_read(car_schema: Schema, tmp_file: Callable[[str], Path]) -> None:
+def test_n2_reference_footer_order_is_read(car_schema: Schema, tmp_file: Callable[..., Path]) -> None:
     """N2: a file with last tick before frame count reads correctly and says so."""
     path = tmp_file()
     _write_two_sessions(path, car_schema)
@@ -183,7 +181,7 @@ def test_n2_reference_footer_order_is_read(car_schema: Schema, tmp_file: Callabl
 
 
 def test_n5_external_definition_for_files_without_schema(
-    car_schema: Schema, tmp_file: Callable[[str], Path]
+    car_schema: Schema, tmp_file: Callable[..., Path]
 ) -> None:
     path = tmp_file()
     with Writer(path, car_schema, rate_hz=10, start_timestamp_us=START_US, embed_schema=False) as w:
@@ -196,7 +194,7 @@ def test_n5_external_definition_for_files_without_schema(
         assert float(r.frames(0)["speed"][0]) == 2.0
 
 
-def test_n11_crashed_file_reads_by_scanning(car_schema: Schema, tmp_file: Callable[[str], Path]) -> None:
+def test_n11_crashed_file_reads_by_scanning(car_schema: Schema, tmp_file: Callable[..., Path]) -> None:
     """N11: no document footer -> scan; a torn last frame is dropped and reported."""
     path = tmp_file()
     w = Writer(path, car_schema, rate_hz=10, start_timestamp_us=START_US)
@@ -218,7 +216,7 @@ def test_n11_crashed_file_reads_by_scanning(car_schema: Schema, tmp_file: Callab
 
 
 def test_failed_write_truncates_to_last_complete_record(
-    car_schema: Schema, tmp_file: Callable[[str], Path], file_size_limit: Callable[[int], None]
+    car_schema: Schema, tmp_file: Callable[..., Path], file_size_limit: Callable[[int], None]
 ) -> None:
     """A write that fails leaves the file ending at a record boundary; nothing written becomes
     unreadable, and the writer's state matches the disk."""
@@ -249,7 +247,7 @@ def test_failed_write_truncates_to_last_complete_record(
         assert list(r.frames(0)["tick"]) == list(range(11))
 
 
-def test_file_is_readable_while_being_written(car_schema: Schema, tmp_file: Callable[[str], Path]) -> None:
+def test_file_is_readable_while_being_written(car_schema: Schema, tmp_file: Callable[..., Path]) -> None:
     """N11: the header goes out at once and every flush leaves a scan-readable prefix."""
     path = tmp_file()
     with Writer(path, car_schema, rate_hz=10, start_timestamp_us=START_US) as w:
@@ -290,7 +288,7 @@ def test_public_api_matches_contract() -> None:
     } <= fields
 
 
-def test_padding_is_zeroed_whatever_the_caller_passes(tmp_file: Callable[[str], Path]) -> None:
+def test_padding_is_zeroed_whatever_the_caller_passes(tmp_file: Callable[..., Path]) -> None:
     """Spec 8.7: padding bytes are 0 even when the caller's records carry garbage there."""
     from wrtfd.format import validate_file
 
@@ -313,7 +311,7 @@ def test_padding_is_zeroed_whatever_the_caller_passes(tmp_file: Callable[[str], 
 
 @pytest.mark.parametrize("pairs", [1, 6])  # 2 padding runs (checked by slices), 7 (by one gather)
 def test_every_padding_run_is_zeroed_and_the_callers_batch_is_untouched(
-    tmp_file: Callable[[str], Path], pairs: int
+    tmp_file: Callable[..., Path], pairs: int
 ) -> None:
     """Spec 8.7, inner and trailing padding runs (N6): zeroed in the file, not in the caller's array."""
     fields = [f for i in range(pairs) for f in (fld(f"a{i}", "uint8"), fld(f"b{i}", "float64"))]

@@ -88,6 +88,7 @@ def test_gaps_give_exactly_the_dropped_ticks(tmp_path: Path, mapping: Path) -> N
         assert len(r.sessions) == 1
         s = r.sessions[0]
         assert s.frame_count == len(present)
+        assert s.last_tick is not None and s.first_tick is not None
         assert s.last_tick - s.first_tick + 1 - s.frame_count == 60  # N10
         assert s.dropped_ticks == 60
         frames = r.frames(0)

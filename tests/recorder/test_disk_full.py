@@ -12,7 +12,7 @@ import pytest
 
 from tests.recorder.conftest import PERIOD_60_NS, START_US, T0_NS, session_section
 from wrtfd.decoders.base import Sample
-from wrtfd.format import Reader, repair_file, validate_file
+from wrtfd.format import EnumDef, Reader, repair_file, validate_file
 from wrtfd.recorder import Recorder, RecorderPolicy, SourceSpec
 
 WIDE_DEF = {
@@ -81,6 +81,7 @@ def test_disk_full_closes_cleanly_reports_the_path_and_resumes_when_space_return
     with Reader(second) as r:
         assert r.complete
         reasons = r.schema.types["wrtfd__start_reason"]
+        assert isinstance(reasons, EnumDef)
         assert reasons.name_of(int(r.sessions[0].header["start_reason"])) == "resume"
         n2 = np.array(r.frames(0)["wide"]["n"])
         assert r.frames(0)["tick"][0] == 0

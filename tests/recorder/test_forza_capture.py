@@ -11,7 +11,7 @@ import yaml
 from tests.recorder.conftest import START_US, T0_NS
 from wrtfd.decoders.base import Sample
 from wrtfd.decoders.forza import ForzaDecoder
-from wrtfd.format import Reader, validate_file
+from wrtfd.format import EnumDef, Reader, validate_file
 from wrtfd.recorder import RecorderPolicy, SourceSpec, replay
 
 SCHEMA = Path(__file__).resolve().parents[2] / "wrtfd" / "schemas" / "forza.wrtf.yaml"
@@ -57,6 +57,9 @@ def test_forza_capture_records_every_tick_the_game_clock_says(
         speed = {int(t): float(v) for t, v in zip(src_ms, (x.values["speed"] for x in samples), strict=True)}
         got = zip(ts, f["forza"]["speed"], strict=True)
         assert all(speed[int(t)] == pytest.approx(float(v)) for t, v in got)
-        assert int(r.sessions[0].footer["sources"]["forza"]["samples"]) == len(samples)
+        footer = r.sessions[0].footer
+        assert footer is not None
+        assert int(footer["sources"]["forza"]["samples"]) == len(samples)
         clock = r.schema.types["wrtfd__clock"]
+        assert isinstance(clock, EnumDef)
         assert clock.name_of(int(s.header["sources"]["forza"])) == "source_clock"

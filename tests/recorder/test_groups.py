@@ -49,7 +49,7 @@ async def test_each_group_records_its_own_file_with_only_its_channels(out_dir: P
         assert validate_file(path) == []
         with Reader(path) as r:
             # Exactly one game's channels in each file: the other game's are not there.
-            (source,) = [n for n in r.frames(0).dtype.names if n in ("forza", "f1")]
+            (source,) = [n for n in r.frames(0).dtype.names or () if n in ("forza", "f1")]
             seen[source] = [int(x) for i in range(len(r.sessions)) for x in r.frames(i)[source]["n"]]
     assert seen["forza"][-1] == 44 and seen["f1"][-1] == 29
     assert seen["forza"] == sorted(seen["forza"]) and seen["f1"] == sorted(seen["f1"])

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tests.recorder.conftest import GAME_DEF, GPS_DEF, PERIOD_60_NS, START_US, T0_NS, game_stream, text
 from wrtfd.decoders.base import Sample
 from wrtfd.errors import ConfigError
-from wrtfd.format import Reader, validate_file
+from wrtfd.format import EnumDef, Reader, validate_file
 from wrtfd.recorder import (
     RecorderPolicy,
     SourceSpec,
@@ -35,7 +35,7 @@ def _gps(n_game_ticks: int) -> list[Sample]:
 
 
 def _all_frames(paths: list[Path]) -> list[np.ndarray]:
-    out = []
+    out: list[np.ndarray] = []
     for p in paths:
         with Reader(p) as r:
             out.extend(np.array(r.frames(i)) for i in range(len(r.sessions)))
@@ -73,6 +73,7 @@ def test_replay_writes_a_valid_self_describing_file_and_is_deterministic(tmp_pat
         assert text(h["session_type"]) == "practice"
         # tick 0 starts half a period before the first sample (it sits mid-tick): N9 time base
         assert h["start_timestamp"] == START_US + (-8_333_333) // 1000
+        assert s.footer is not None
         assert s.footer["frames"] == 900 and s.footer["dropped_ticks"] == 0
         assert s.footer["duration_s"] == pytest.approx(15.0)
         assert s.footer["sources"]["game"]["samples"] == 900 and s.footer["sources"]["gps"]["samples"] == 150
@@ -94,10 +95,12 @@ def test_idle_gap_and_session_id_change_give_sessions_with_their_own_headers(out
         assert [s.frame_count for s in r.sessions] == [300, 300, 120]
         assert [text(s.header["track"]) for s in r.sessions] == ["Monza", "Spa", "Imola"]
         reasons = r.schema.types["wrtfd__start_reason"]
+        assert isinstance(reasons, EnumDef)
         started = [reasons.name_of(int(s.header["start_reason"])) for s in r.sessions]
         assert started == ["first", "new_session", "idle"]
         ends = r.schema.types["wrtfd__end_reason"]
-        ended = [ends.name_of(int(s.footer["end_reason"])) for s in r.sessions]
+        assert isinstance(ends, EnumDef)
+        ended = [ends.name_of(int(s.footer["end_reason"])) for s in r.sessions]  # type: ignore[index]
         assert ended == ["new_session", "idle", "end"]
         starts = [int(s.header["start_timestamp"]) for s in r.sessions]
         assert (starts[1] - starts[0]) == pytest.approx(300 * 1e6 / 60, abs=2)
@@ -256,6 +259,7 @@ def test_derived_channels_plug_in_writes_fields_and_footer_summary(out_dir: Path
         assert np.array_equal(f0["laps"]["frame_no"], np.arange(1, 251))
         assert np.array_equal(f1["laps"]["frame_no"], np.arange(1, 151))
         assert f1["laps"]["time_s"][60] == pytest.approx(1.0)
+        assert r.sessions[0].footer is not None and r.sessions[1].footer is not None
         assert r.sessions[0].footer["laps"]["frames_seen"] == 250
         assert r.sessions[0].footer["laps"]["top_speed"] == 249.0
         assert r.sessions[1].footer["laps"]["frames_seen"] == 150

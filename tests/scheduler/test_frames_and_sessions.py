@@ -10,7 +10,7 @@ import pytest
 from tests.scheduler.helpers import GAME, PERIOD_60_NS, T0_NS, drive, dtype_for, game_samples, jittered
 from wrtfd.decoders.base import Sample
 from wrtfd.errors import ConfigError
-from wrtfd.scheduler import FrameBlock, SchedulerConfig, SourcePlan, TickScheduler
+from wrtfd.scheduler import FrameBlock, SchedulerConfig, SessionEnded, SourcePlan, TickScheduler
 
 GAME_ONLY = dtype_for({"g": GAME})
 THREE = {"game": GAME, "gps": [("lat", "<f8"), ("n", "<i4")], "can": [("rpm", "<f4"), ("n", "<i4")]}
@@ -218,7 +218,7 @@ def test_max_session_duration_and_requests_split_sessions() -> None:
         if i == 100:
             sched.request_new_session()
     events += sched.finish("stop")
-    ends = [e for e in events if type(e).__name__ == "SessionEnded"]
+    ends = [e for e in events if isinstance(e, SessionEnded)]
     assert [e.reason for e in ends] == ["request", "stop"]
     assert sum(e.frames for e in ends) == 200
 

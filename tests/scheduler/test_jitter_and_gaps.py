@@ -13,6 +13,7 @@ from tests.scheduler.helpers import (
     GAME,
     PERIOD_60_NS,
     T0_NS,
+    Run,
     drive,
     dtype_for,
     game_samples,
@@ -29,7 +30,7 @@ seeds = st.integers(0, 2**32 - 1)
 phases = st.floats(0, PERIOD_60_NS)
 
 
-def _assert_one_frame_per_tick(run, n_samples: int) -> None:
+def _assert_one_frame_per_tick(run: Run, n_samples: int) -> None:
     ticks = run.frames["tick"].astype(np.int64)
     assert len(run.frames) == n_samples, "a sample was merged into another's tick (or lost)"
     assert ticks[0] == 0

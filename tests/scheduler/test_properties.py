@@ -32,7 +32,7 @@ def streams(draw: st.DrawFn) -> list[Sample]:
                 "jump": src[name] + 10**12,
             }[clock]
             st_ns = src[name]
-        values = {"x" if name != "b" else "y": draw(st.floats(allow_nan=True)), "k": k}
+        values: dict[str, object] = {"x" if name != "b" else "y": draw(st.floats(allow_nan=True)), "k": k}
         if draw(st.booleans()):
             values["junk"] = "?"
         out.append(Sample(name, rx, values, source_time_ns=st_ns, new_session=draw(st.integers(0, 30)) == 0))

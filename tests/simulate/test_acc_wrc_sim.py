@@ -90,7 +90,7 @@ def test_a_whole_session_decodes_to_the_simulated_laps(session: tuple[TrackInfo,
     assert values["all_car_index"][:4] == (7, 12, 3, 25)  # type: ignore[index]
     assert values["all_position"][:4] == (1, 2, 3, 4)  # type: ignore[index]
     ai_laps = values["all_last_lap_ms"][1:4]  # type: ignore[index]
-    assert all(a > values["last_lap_ms"] for a in ai_laps if a)  # type: ignore[operator]
+    assert all(a > values["last_lap_ms"] for a in ai_laps if a)
     counts = values["event_counts"]
     assert counts[1] == 1 and counts[2] == 1 and counts[5] >= 2 and counts[6] >= 1  # type: ignore[index]
     assert values["session_phase"] == 6 and values["track_length_m"] == round(info.length_m)

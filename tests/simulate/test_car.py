@@ -95,7 +95,7 @@ def test_gears_and_rpm_make_sense(run: tuple[Simulation, list]) -> None:
         assert spec.idle_rpm <= s.rpm <= spec.max_rpm
         assert not (s.throttle > 0 and s.brake > 0)
     # faster means a higher (or equal) gear on average
-    by_gear = {}
+    by_gear: dict[int, list[float]] = {}
     for s in racing:
         by_gear.setdefault(s.gear, []).append(s.speed_mps)
     means = [sum(v) / len(v) for _, v in sorted(by_gear.items())]

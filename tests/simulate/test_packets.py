@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from wrtfd.simulate import Simulation, TrackInfo, make_encoder
+from wrtfd.simulate.car import CarState
 from wrtfd.simulate.sender import with_last
 from wrtfd.tracks import LanePath, load_track, timing_sectors
 
@@ -17,7 +18,7 @@ SHIPPED = Path(__file__).resolve().parents[2] / "config" / "tracks"
 
 
 @pytest.fixture(scope="module")
-def session() -> tuple[TrackInfo, list]:
+def session() -> tuple[TrackInfo, list[CarState]]:
     track = load_track(SHIPPED / "oval.trk")
     path = LanePath(track)
     sectors = timing_sectors(track, path)
@@ -26,10 +27,10 @@ def session() -> tuple[TrackInfo, list]:
 
 
 def encode_all(
-    protocol: str, info: TrackInfo, states: list, **kw: object
-) -> list[tuple[object, list[bytes]]]:
+    protocol: str, info: TrackInfo, states: list[CarState], **kw: object
+) -> list[tuple[CarState, list[bytes]]]:
     enc = make_encoder(protocol, info, **kw)  # type: ignore[arg-type]
-    out = []
+    out: list[tuple[CarState, list[bytes]]] = []
     for i, (s, last) in enumerate(with_last(states)):
         out.append((s, enc.encode(s, first=i == 0, last=last)))
     return out

@@ -36,13 +36,17 @@ class FakeAC:
     sock: socket.socket = field(default_factory=lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
 
     def drain(self) -> None:
-        """Read what the client sent while the server task was being cancelled."""
+        """Read what the client sent while the server task was being cancelled, then close."""
         while True:
             try:
                 data = self.sock.recv(64)
             except BlockingIOError:
-                return
+                break
             self.ops.append(struct.unpack("<iii", data)[2])
+        self.close()
+
+    def close(self) -> None:
+        self.sock.close()
 
     def __post_init__(self) -> None:
         self.sock.bind(("127.0.0.1", 0))

@@ -98,6 +98,7 @@ async def test_strangers_are_dropped(shared_data: Path) -> None:
         await until(lambda: source.stats.received == 1)
         stranger.close()
         tg.cancel_scope.cancel()
+    server.close()
     assert source.stats.dropped.as_dict() == {"sender_not_allowed": 1}
 
 

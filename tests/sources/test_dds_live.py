@@ -159,8 +159,8 @@ async def test_publisher_process_at_1khz_with_hostile_peers(tmp_path: Path) -> N
     pose = [s.values for s in got[0::2]]
     status = [s.values for s in got[1::2]]
     assert [v["pose_seq"] for v in pose] == list(range(N_FRAMES // 2))
-    assert all(v["x"] == v["pose_seq"] * 0.25 for v in pose)  # type: ignore[operator]
-    assert all(v["v"] == [float(v["pose_seq"]), -float(v["pose_seq"]), 0.5] for v in pose)  # type: ignore[arg-type]
+    assert all(v["x"] == v["pose_seq"] * 0.25 for v in pose)
+    assert all(v["v"] == [float(v["pose_seq"]), -float(v["pose_seq"]), 0.5] for v in pose)
     assert [v["gear"] for v in status] == [k % 7 - 1 for k in range(N_FRAMES // 2)]
     assert status[3]["mode"] == [ord("m"), ord("3"), 0, 0]
     check_recording(tmp_path, live.stats_snapshot())

@@ -174,7 +174,9 @@ async def test_connect_mode_redials_after_the_peer_goes() -> None:
         listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=port)
         async with listener:
             for base in (1_000, 2_000):
-                stream = await listener.listeners[0].accept()
+                inner = listener.listeners[0]
+                assert isinstance(inner, anyio.abc.SocketListener)
+                stream = await inner.accept()
                 async with stream:
                     await stream.send(
                         encode_header(Header(base, HEADER.participants, HEADER.topics)) + frames(2)

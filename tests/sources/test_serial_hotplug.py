@@ -18,8 +18,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from serial_pty import PtyDevice, Responder, wait_until
 
+from tests.sources.serial_pty import PtyDevice, Responder, wait_until
 from wrtfd.decoders.base import Sample
 from wrtfd.decoders.nmea import NmeaDecoder, nmea_checksum
 from wrtfd.decoders.slcan import SlcanDecoder
@@ -83,7 +83,7 @@ async def test_unplug_replug_follows_symlink(tmp_path: Path, caplog: pytest.LogC
         if second is not None:
             second.close()
 
-    assert [round(s.values["lat_deg"], 6) for s in samples] == [47.0, round(47 + 0.005 / 60, 6)]  # type: ignore[arg-type]
+    assert [round(s.values["lat_deg"], 6) for s in samples] == [47.0, round(47 + 0.005 / 60, 6)]
     # The half sentence before the unplug did not leak into the new stream.
     assert source.stats.dropped.total() == 0
     assert source.stats.restarts == 1
@@ -211,7 +211,7 @@ async def test_hostile_bytes_are_counted_by_reason() -> None:
         "bad_checksum": 2,
         "unknown_sentence": 1,
     }
-    assert len(samples) == 1 and not math.isnan(samples[0].values["lat_deg"])  # type: ignore[arg-type]
+    assert len(samples) == 1 and not math.isnan(samples[0].values["lat_deg"])
     assert source.framer.pending_bytes == 0
 
 

@@ -34,8 +34,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from serial_pty import PtyDevice, wait_until
 
+from tests.sources.serial_pty import PtyDevice, wait_until
 from wrtfd.decoders.base import Sample
 from wrtfd.decoders.nmea import NmeaDecoder
 from wrtfd.errors import DecodeError
@@ -125,19 +125,19 @@ async def test_nmea_log_matches_gpsd(shared_data: Path, log_name: str) -> None:
     for sample in samples:
         if sample.source_time_ns is not None:
             by_time[sample.source_time_ns] = sample
-    fixes = {t for t, s in by_time.items() if not math.isnan(s.values["lat_deg"])}  # type: ignore[arg-type]
+    fixes = {t for t, s in by_time.items() if not math.isnan(s.values["lat_deg"])}
 
     shift = GPS_WEEK_ROLLOVER_NS if log_name in ROLLOVER_LOGS else 0
-    mismatches = []
+    mismatches: list[tuple[object, ...]] = []
     for gpsd_time, tpv, is_final in reports:
-        sample = by_time.get(gpsd_time - shift)
-        if sample is None:
+        found = by_time.get(gpsd_time - shift)
+        if found is None:
             mismatches.append((tpv["time"], "no fix of ours at this time"))
             continue
         for key, channel in FIELDS.items():
             if key not in tpv:
                 continue
-            ours = sample.values[channel]
+            ours = found.values[channel]
             if _matches(tpv[key], ours):
                 continue
             # gpsd's mid-cycle model values (speed from position deltas before RMC, mode
@@ -174,5 +174,5 @@ async def test_firefly_ggas_are_rejected_like_gpsd(shared_data: Path) -> None:
     data = (shared_data / "nmea" / "firefly-II.log").read_bytes()
     samples, source = await read_through_pty(data)
     assert source.stats.dropped.as_dict()["bad_checksum"] == data.count(b"$GPGGA")
-    assert all(math.isnan(s.values["alt_msl_m"]) for s in samples)  # type: ignore[arg-type]
+    assert all(math.isnan(s.values["alt_msl_m"]) for s in samples)
     assert {s.values["fix_mode"] for s in samples} == {2}

@@ -12,10 +12,12 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
-from serial_pty import PtyDevice, Responder, wait_until
 
+from tests.sources.serial_pty import PtyDevice, Responder, wait_until
 from wrtfd.decoders.base import Sample
 from wrtfd.decoders.obd import PIDS, ObdDecoder
 from wrtfd.sources.base import SourceState
@@ -65,7 +67,11 @@ class FakeElm327:
         return echo + b"?\r\r>"
 
 
-async def run_elm(fake: FakeElm327, until, **options) -> tuple[list[Sample], Elm327Source, Responder]:
+async def run_elm(
+    fake: FakeElm327,
+    until: Callable[[Elm327Source, list[Sample]], Awaitable[None]],
+    **options: Any,
+) -> tuple[list[Sample], Elm327Source, Responder]:
     device = PtyDevice()
     responder = Responder(device, fake.answer)
     responder.start()

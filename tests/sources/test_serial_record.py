@@ -15,8 +15,8 @@ from pathlib import Path
 
 import anyio
 import numpy as np
-from serial_pty import PtyDevice, wait_until
 
+from tests.sources.serial_pty import PtyDevice, wait_until
 from wrtfd.decoders.nmea import NmeaDecoder, nmea_checksum
 from wrtfd.format import Reader
 from wrtfd.recorder import LiveRecorder, RecorderPolicy, SourceSpec

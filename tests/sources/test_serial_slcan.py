@@ -14,8 +14,8 @@ from pathlib import Path
 import anyio
 import cantools
 import pytest
-from serial_pty import PtyDevice, Responder, wait_until
 
+from tests.sources.serial_pty import PtyDevice, Responder, wait_until
 from wrtfd.decoders.base import Sample
 from wrtfd.decoders.can_dbc import CanFrame
 from wrtfd.decoders.candump import iter_candump
@@ -33,9 +33,12 @@ def subaru(shared_data: Path) -> tuple[Path, list[CanFrame]]:
     return base / "sample_can_spec.dbc", list(iter_candump(base / "can_sample.log"))
 
 
-def expected_from_cantools(dbc: Path, frames: list[CanFrame], mapping: dict[str, str]):
+def expected_from_cantools(
+    dbc: Path, frames: list[CanFrame], mapping: dict[str, str]
+) -> tuple[list[dict[str, object]], list[int], collections.Counter[str]]:
     """What decoding each frame straight through cantools gives, and what must be counted."""
     db = cantools.database.load_file(str(dbc))
+    assert isinstance(db, cantools.database.can.Database)
     by_message: dict[str, list[tuple[str, str]]] = collections.defaultdict(list)
     for channel, ref in mapping.items():
         message_name, _, signal = ref.partition(".")
@@ -53,6 +56,7 @@ def expected_from_cantools(dbc: Path, frames: list[CanFrame], mapping: dict[str,
             continue
         try:
             decoded = db.decode_message(frame.arbitration_id, frame.data, decode_choices=False)
+            assert isinstance(decoded, dict)
         except cantools.database.DecodeError:
             drops["wrong_size"] += 1
             continue

@@ -210,6 +210,7 @@ async def test_assetto_corsa_through_the_handshake(shared_data: Path, tmp_path: 
             while len(samples) < len(packets):  # noqa: ASYNC110 - counters, not events
                 await anyio.sleep(0.01)
         tg.cancel_scope.cancel()
+    server.close()
     decoder = make_decoder("assetto_corsa")
     paths = record(samples, "assetto_corsa", decoder.definition, tmp_path, 60, use_source_clock=False)
     frames, session = read_single_session(paths[0])

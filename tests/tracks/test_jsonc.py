@@ -60,7 +60,7 @@ _json = st.recursive(
     max_leaves=20,
 )
 _comment_text = st.text(
-    alphabet=st.characters(blacklist_characters="\n*", blacklist_categories=("Cs",)), max_size=15
+    alphabet=st.characters(blacklist_characters="\n*", blacklist_categories=["Cs"]), max_size=15
 )
 
 

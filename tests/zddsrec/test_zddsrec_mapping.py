@@ -219,10 +219,10 @@ BASE = {
             r"index 2 outside the array of 2",
         ),
         (
-            {"topics": BASE["topics"] * 2},  # type: ignore[operator]
+            {"topics": BASE["topics"] * 2},
             r"topics\[1\].channels.\"v\": channel 'v' is already mapped by t v",
         ),
-        ({"topics": [{**BASE["topics"][0], "instance": {"nope": 1}}]}, r"topics\[0\].instance.nope"),  # type: ignore[index, dict-item]
+        ({"topics": [{**BASE["topics"][0], "instance": {"nope": 1}}]}, r"topics\[0\].instance.nope"),
     ],
 )
 def test_config_errors_name_the_key(patch: dict[str, object], message: str) -> None:

@@ -34,6 +34,7 @@ __all__ = [
     "ReadProblem",
     "Recording",
     "TrafficLightState",
+    "actor_type_name",
 ]
 
 

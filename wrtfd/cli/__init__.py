@@ -1,1 +1,3 @@
 """The ``wrtfd`` command line: one module per subcommand, registered in :mod:`wrtfd.cli.main`."""
+
+__all__: list[str] = []

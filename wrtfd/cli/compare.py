@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LapRef", "parse_lap_ref", "register"]
+__all__ = ["LapRef", "load_lap", "parse_lap_ref", "register"]
 
 
 @dataclass(frozen=True, slots=True)

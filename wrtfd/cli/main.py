@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import os
 import sys
 from collections.abc import Sequence
@@ -21,9 +20,13 @@ from collections.abc import Sequence
 from wrtfd import __version__
 from wrtfd.errors import WrtfdError
 
-__all__ = ["build_parser", "main"]
+__all__ = [
+    "build_parser",
+    "error_line",
+    "main",
+]
 
-#: Subcommand modules in help order. A module that is not there (yet) is simply not offered.
+#: Subcommand modules in help order.
 COMMAND_MODULES: tuple[str, ...] = (
     "wrtfd.cli.run",
     "wrtfd.cli.config_cmd",
@@ -54,8 +57,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"wrtfd {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        if importlib.util.find_spec(name) is None:
-            continue
         module = importlib.import_module(name)
         module.register(subparsers)
     return parser

@@ -1,4 +1,4 @@
-"""``wrtfd validate FILE [--schema DEF]``: check a WRTF file (spec section 9, WRTF-NOTES).
+"""``wrtfd validate FILE [--schema DEF]``: check a WRTF file (spec section 9, docs/wrtf-notes.md).
 
 Prints one finding per line (with its byte offset). Exit 0: valid; 1: findings; 2: unreadable
 or bad usage.

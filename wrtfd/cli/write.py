@@ -78,7 +78,7 @@ def _run(args: argparse.Namespace) -> int:
             sessions, frames = write_jsonl(src, w)
         ok = True
     except UnicodeDecodeError as exc:
-        raise FormatError(f"{args.input}: not UTF-8 text ({exc.reason})")
+        raise FormatError(f"{args.input}: not UTF-8 text ({exc.reason})") from exc
     finally:
         if src is not sys.stdin:
             src.close()

@@ -22,24 +22,22 @@ import signal
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import anyio.abc
 
 from wrtfd import __version__
-from wrtfd.daemon.config import LoadedConfig, SourceConfig
+from wrtfd.daemon.config import load_effective_config
+from wrtfd.daemon.logs import configure_logging
 from wrtfd.daemon.notify import Notifier, watchdog_interval_s
-from wrtfd.daemon.rates import RateMeter
+from wrtfd.daemon.pipeline import Pipeline, SourceHandle
 from wrtfd.daemon.status import UP_STATES, StatusServer, health_problems
-from wrtfd.daemon.supervise import Backoff, supervise
-from wrtfd.decoders.base import Sample
-from wrtfd.recorder.observe import ObserverHub
-from wrtfd.sources.base import SampleSink, Source
+from wrtfd.daemon.supervise import supervise
+from wrtfd.daemon.wiring import prepare
 
-__all__ = ["Daemon", "LiveRecorder", "SourceHandle"]
+__all__ = ["Daemon", "run_daemon"]
 
 log = logging.getLogger("wrtfd")
 
@@ -55,62 +53,22 @@ STATUS_RETRY_S = 5.0
 SOURCES_READY_TIMEOUT_S = 20.0
 
 
-class LiveRecorder(Protocol):
-    """What the daemon uses of :class:`wrtfd.recorder.LiveRecorder`."""
-
-    def sink(self, sample: Sample) -> None:
-        """Non-blocking intake; raises SinkFull when full."""
-
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = ...) -> None: ...
-
-    def request_new_session(self) -> None: ...
-
-    async def stop(self) -> None:
-        """Finalize every open session and file."""
-
-    def stats_snapshot(self) -> dict[str, Any]:
-        """Counters; ``state`` is ok | stalled | failing | stopped, ``write_pending_s`` the stall."""
-
-
-@dataclass(slots=True)
-class SourceHandle:
-    """One configured source with what the daemon keeps about it."""
-
-    config: SourceConfig
-    source: Source
-    sink: SampleSink
-    address: str
-    backoff: Backoff
-    rate: RateMeter = field(default_factory=RateMeter)
-    ready: bool = False
-    logged_drops: dict[str, int] = field(default_factory=dict)
-
-
 class Daemon:
-    """The running daemon; :meth:`main` is the whole life after preparation."""
+    """Runs a :class:`Pipeline`; :meth:`main` is the whole life after preparation."""
 
-    def __init__(
-        self,
-        loaded: LoadedConfig,
-        handles: list[SourceHandle],
-        recorder: LiveRecorder,
-        output_dir: Path,
-        *,
-        env: Mapping[str, str] | None = None,
-        hub: ObserverHub | None = None,
-    ) -> None:
-        self.loaded = loaded
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.loaded = pipeline.loaded
         #: Every group's recorder publishes here; the journal, the page, the fleet... observe it.
-        self.hub = ObserverHub() if hub is None else hub
-        self.config = loaded.config
-        self.handles = handles
-        self.recorder = recorder
-        self.output_dir = output_dir
-        self.env = os.environ if env is None else env
+        self.hub = pipeline.hub
+        self.config = pipeline.loaded.config
+        self.handles = pipeline.handles
+        self.recorder = pipeline.recorder
+        self.output_dir = pipeline.output_dir
+        self.env: Mapping[str, str] = os.environ if pipeline.env is None else pipeline.env
         self.notifier = Notifier(self.env)
         self.watchdog_s = watchdog_interval_s(self.env)
         self.started_s = time.monotonic()
-        self.disk: dict[str, Any] = {"path": str(output_dir)}
+        self.disk: dict[str, Any] = {"path": str(self.output_dir)}
         self.status_server: StatusServer | None = None
         self.shutdown = anyio.Event()
         self._all_ready = anyio.Event()
@@ -343,16 +301,12 @@ class Daemon:
 
 def run_daemon(config_path: Path | None) -> int:
     """Prepare (may raise ConfigError: exit 2, nothing created), then run until stopped."""
-    from wrtfd.daemon.config import load_effective_config
-    from wrtfd.daemon.logs import configure_logging
-    from wrtfd.daemon.wiring import prepare
-
     loaded = load_effective_config(config_path)
     cfg = loaded.config.logging
     configure_logging(
         level=cfg.level, fmt=cfg.format, repeat_interval_s=cfg.repeat_interval_s, stream=sys.stderr
     )
-    daemon = prepare(loaded)  # everything config-dependent is built (or refused) before any I/O
+    daemon = Daemon(prepare(loaded))  # everything config-dependent is built (or refused) before any I/O
     try:
         return anyio.run(daemon.main, backend="asyncio")
     except Exception as exc:  # a bug: one line in the journal (traceback with WRTFD_DEBUG=1)

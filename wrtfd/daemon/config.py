@@ -33,8 +33,9 @@ from pydantic import (
     model_validator,
 )
 
+from wrtfd.daemon.defaults import default_config_data, state_directory
+from wrtfd.defaults import UDP_READ_INTERVAL_S
 from wrtfd.errors import ConfigError
-from wrtfd.sources.udp import DEFAULT_READ_INTERVAL_S
 
 __all__ = [
     "CONFIG_FILE_NAME",
@@ -53,6 +54,7 @@ __all__ = [
     "StatusConfig",
     "UdpSourceConfig",
     "check_protocols",
+    "default_config",
     "format_validation_error",
     "load_config",
     "load_effective_config",
@@ -210,7 +212,7 @@ class UdpSourceConfig(_SourceBase):
     rcvbuf_bytes: Annotated[int, Field(ge=4096, le=1 << 28)] = 1 << 20
     #: A steady feed is read in batches this often (seconds; 0: on arrival). CPU against the
     #: crash bound: each 0.1 s less costs about a third more CPU and bounds a crash 0.1 s tighter.
-    read_interval_s: Annotated[float, Field(ge=0, le=1)] = DEFAULT_READ_INTERVAL_S
+    read_interval_s: Annotated[float, Field(ge=0, le=1)] = UDP_READ_INTERVAL_S
 
 
 class AssettoCorsaSourceConfig(_SourceBase):
@@ -424,13 +426,6 @@ class LoadedConfig(BaseModel):
         return None if pinned is None else self.resolve(pinned)
 
 
-def state_directory(env: Mapping[str, str]) -> Path | None:
-    """The first of systemd's ``$STATE_DIRECTORY`` entries, or None outside systemd."""
-    value = env.get("STATE_DIRECTORY", "")
-    first = value.split(":", 1)[0]
-    return Path(first) if first else None
-
-
 def resolve_config_path(explicit: Path | None, env: Mapping[str, str]) -> Path | None:
     """``--config`` wins; else ``$CONFIGURATION_DIRECTORY/wrtfd.toml`` if present; else None."""
     if explicit is not None:
@@ -582,6 +577,16 @@ def check_protocols(config: Config, origin: str) -> None:
             raise ConfigError(f"{origin}: sources[{i}].port: required: {src.protocol!r} has no usual port")
 
 
+def default_config(env: Mapping[str, str]) -> Config:
+    """Validated built-in default (:mod:`wrtfd.daemon.defaults`) from the installed decoders."""
+    from wrtfd.decoders import registry
+
+    data = default_config_data(registry.all_protocols(), env)
+    if not data["sources"]:
+        raise ConfigError("built-in default: no UDP game protocol is installed; give a config with --config")
+    return parse_config(data, "built-in default")
+
+
 def load_config(path: Path) -> LoadedConfig:
     """Read, parse and validate one TOML file (protocols included)."""
     origin = str(path)
@@ -613,7 +618,5 @@ def load_effective_config(explicit: Path | None, env: Mapping[str, str] | None =
     path = resolve_config_path(explicit, environ)
     if path is not None:
         return load_config(path)
-    from wrtfd.daemon.defaults import default_config
-
     config = default_config(environ)
     return LoadedConfig(config=config, origin="built-in default", base_dir=Path.cwd())

@@ -10,23 +10,31 @@ handshake, ACC's broadcasting registration) are not in the default: they need th
 ``updListenerPort``).
 
 Recordings go to ``$STATE_DIRECTORY`` under systemd, else ``./recordings``.
+
+Data only: this module imports neither the config models nor the decoder registry;
+:func:`wrtfd.daemon.config.default_config` validates what it builds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from wrtfd.daemon.config import Config, parse_config, state_directory
-from wrtfd.errors import ConfigError
-
-__all__ = ["CLIENT_PROTOCOLS", "PORT_PREFERENCE", "default_config", "default_config_data"]
+__all__ = ["CLIENT_PROTOCOLS", "PORT_PREFERENCE", "default_config_data", "state_directory"]
 
 #: Who wins a shared port, most popular first; protocols not listed follow in name order.
 PORT_PREFERENCE: tuple[str, ...] = ("forza", "f1", "outgauge", "outsim", "codemasters", "dirt")
 
 #: UDP protocols that need us to initiate (a handshake to the game): not listenable by default.
 CLIENT_PROTOCOLS: frozenset[str] = frozenset({"assetto_corsa", "gt7", "acc"})
+
+
+def state_directory(env: Mapping[str, str]) -> Path | None:
+    """The first of systemd's ``$STATE_DIRECTORY`` entries, or None outside systemd."""
+    value = env.get("STATE_DIRECTORY", "")
+    first = value.split(":", 1)[0]
+    return Path(first) if first else None
 
 
 def _ordered(names: list[str]) -> list[str]:
@@ -53,13 +61,3 @@ def default_config_data(protocols: Mapping[str, Any], env: Mapping[str, str]) ->
     state = state_directory(env)
     output_dir = str(state) if state is not None else "recordings"
     return {"sources": sources, "recorder": {"output_dir": output_dir}}
-
-
-def default_config(env: Mapping[str, str]) -> Config:
-    """Validated built-in default from the installed decoders."""
-    from wrtfd.decoders import registry
-
-    data = default_config_data(registry.all_protocols(), env)
-    if not data["sources"]:
-        raise ConfigError("built-in default: no UDP game protocol is installed; give a config with --config")
-    return parse_config(data, "built-in default")

@@ -14,11 +14,17 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from wrtfd.daemon.config import LoadedConfig
+from wrtfd.daemon.pipeline import BuiltSource
 from wrtfd.errors import ConfigError
 from wrtfd.recorder.observe import ObserverHub
+
+if TYPE_CHECKING:
+    from wrtfd.recorder import LiveRecorder
+    from wrtfd.recorder.derived import DerivedChannels
+    from wrtfd.recorder.recorder import Recorder
 
 __all__ = ["WEDGE_ENV", "build_recorder", "wedge_hook"]
 
@@ -27,10 +33,10 @@ log = logging.getLogger("wrtfd")
 WEDGE_ENV = "WRTFD_DEBUG_WEDGE_FIFO"
 
 
-def wedge_hook(fifo: str) -> Callable[[Any, bool], None]:
+def wedge_hook(fifo: str) -> Callable[[Recorder, bool], None]:
     """After each batch: open ``fifo`` for writing (blocks while it has no reader), then close it."""
 
-    def on_batch(_recorder: Any, _synced: bool) -> None:
+    def on_batch(_recorder: Recorder, _synced: bool) -> None:
         fd = os.open(fifo, os.O_WRONLY | os.O_CLOEXEC)
         os.close(fd)
 
@@ -39,15 +45,15 @@ def wedge_hook(fifo: str) -> Callable[[Any, bool], None]:
 
 def build_recorder(
     loaded: LoadedConfig,
-    built: Sequence[Any],
+    built: Sequence[BuiltSource],
     output_dir: Path,
     env: Mapping[str, str] | None = None,
     *,
-    derived: Sequence[Any] = (),
+    derived: Sequence[DerivedChannels] = (),
     metadata: Mapping[str, str] | None = None,
     hub: ObserverHub | None = None,
     group: str = "",
-) -> Any:
+) -> LiveRecorder:
     """The :class:`wrtfd.recorder.LiveRecorder` for ``built`` sources (nothing touches disk yet).
 
     ``derived`` are plug-ins such as lap channels; ``metadata`` is added to the files' own.

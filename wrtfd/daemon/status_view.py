@@ -44,8 +44,8 @@ def format_bytes(value: object) -> str:
 
 def format_duration(seconds: object) -> str:
     """``3 s``, ``4 min 05 s``, ``2 h 03 min``, ``3 d 04 h``."""
-    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
-        return "-"
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or not 0 <= seconds < 1e12:
+        return "-"  # not a duration (NaN and infinity included: hostile or broken JSON)
     s = int(seconds)
     if s < 60:
         return f"{s} s"

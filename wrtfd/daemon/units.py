@@ -22,6 +22,7 @@ from pathlib import Path
 __all__ = [
     "INSTALLED_BINARY",
     "VerifyResult",
+    "local_wrtfd",
     "main",
     "security_exposure",
     "systemd_quote",

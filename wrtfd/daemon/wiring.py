@@ -11,13 +11,15 @@ source records (after ``mapping``), so a typo fails at start instead of as a per
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+import numpy as np
 import yaml
+from pydantic import ValidationError
 
 from wrtfd.daemon.config import (
     AccSourceConfig,
@@ -29,21 +31,27 @@ from wrtfd.daemon.config import (
     UdpSourceConfig,
 )
 from wrtfd.daemon.mapping import SampleTransform, apply_mapping
+from wrtfd.daemon.pipeline import BuiltSource, Pipeline, SourceHandle
 from wrtfd.daemon.supervise import Backoff
-from wrtfd.decoders.base import Sample
+from wrtfd.decoders.base import Decoder, Sample
 from wrtfd.errors import ConfigError, WrtfdError
 from wrtfd.format.schema import Schema, layout_difference
+from wrtfd.recorder.groups import RecorderGroups
 from wrtfd.recorder.observe import ObserverHub
 from wrtfd.sources.base import SampleSink, Source
 
 if TYPE_CHECKING:
+    from wrtfd.recorder.live import LiveRecorder
     from wrtfd.tracks.lapchannels import LapChannels, PositionFields
 
 __all__ = [
     "BuiltSource",
     "build_lap_channels",
     "build_source",
+    "build_sources",
     "check_buildable",
+    "check_pinned_schema",
+    "composed_schemas",
     "mapped_sink",
     "prepare",
     "resolve_option_paths",
@@ -51,19 +59,6 @@ __all__ = [
 
 #: Decoder option keys that name files: relative values are taken from the config file's directory.
 PATH_OPTION_KEYS = frozenset({"dbc", "definition", "schema", "layout", "structure"})
-
-
-@dataclass(frozen=True, slots=True)
-class BuiltSource:
-    """A source ready to run and what the recorder must know about it."""
-
-    config: SourceConfig
-    source: Source
-    definition: dict[str, Any]
-    transform: SampleTransform | None
-    address: str
-    #: The lap-channel plug-in (a ``LapChannels``) when the source has a ``track``.
-    laps: LapChannels | None = None
 
 
 def resolve_option_paths(options: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
@@ -79,14 +74,32 @@ def _where(loaded: LoadedConfig, index: int) -> str:
     return f"{loaded.origin}: sources[{index}]"
 
 
-def _call(where: str, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Build something from config values; any complaint becomes a ConfigError at ``where``."""
+P = ParamSpec("P")
+T = TypeVar("T")
+
+#: What a constructor may raise about the values it was given: our own errors (a bad DBC, a
+#: track file's :class:`~wrtfd.errors.TrackError`), pydantic's, a named file that cannot be read,
+#: and the ``ValueError`` of an argument check (``parity must be one of ...``). Anything else
+#: (a ``TypeError`` or ``AttributeError`` inside our code) is a bug and surfaces as one.
+CONFIG_COMPLAINTS: tuple[type[Exception], ...] = (WrtfdError, ValidationError, OSError, ValueError)
+
+
+def _call(where: str, what: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Build something from config values; a complaint about them becomes a ConfigError at ``where``.
+
+    Options the callee does not take (a misspelt key) are found by binding them to its signature
+    first, so a ``TypeError`` raised while it runs is never mistaken for a config error.
+    """
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"{where}.{what}: {exc}") from None
+    except ValueError:
+        pass  # no signature to check against (a builtin): the call itself will tell
     try:
         return fn(*args, **kwargs)
-    except ConfigError as exc:
-        raise ConfigError(f"{where}.{what}: {exc}") from None
-    except (TypeError, ValueError, WrtfdError, OSError) as exc:
-        raise ConfigError(f"{where}.{what}: {exc}") from None
+    except CONFIG_COMPLAINTS as exc:
+        raise ConfigError(f"{where}.{what}: {exc}") from exc
 
 
 def _load_definition_file(path: Path, where: str) -> dict[str, Any]:
@@ -101,15 +114,19 @@ def _load_definition_file(path: Path, where: str) -> dict[str, Any]:
     return data
 
 
-def _decoder(loaded: LoadedConfig, index: int, src: SourceConfig) -> Any:
+def _decoder(loaded: LoadedConfig, index: int, src: SourceConfig) -> Decoder:
     from wrtfd.decoders import registry
 
     where = _where(loaded, index)
     options = resolve_option_paths(src.options, loaded.base_dir)
-    return _call(where, "options", registry.make_decoder, src.protocol, **options)
+    cls = _call(where, "protocol", registry.decoder_class, src.protocol)
+    decoder: Decoder = _call(where, "options", cls, **options)
+    return decoder
 
 
-def _decoder_definition(decoder: Any, loaded: LoadedConfig, index: int, src: SourceConfig) -> dict[str, Any]:
+def _decoder_definition(
+    decoder: Decoder, loaded: LoadedConfig, index: int, src: SourceConfig
+) -> dict[str, Any]:
     from wrtfd.decoders import registry
 
     where = _where(loaded, index)
@@ -125,7 +142,7 @@ def _decoder_definition(decoder: Any, loaded: LoadedConfig, index: int, src: Sou
     raise ConfigError(f"{where}.definition: protocol {src.protocol!r} needs a WRTF definition file")
 
 
-def _serial_source(src: SerialSourceConfig, decoder: Any, where: str) -> Source:
+def _serial_source(src: SerialSourceConfig, decoder: Decoder, where: str) -> Source:
     from wrtfd.sources.serial import SerialLineSource, SerialSettings
 
     settings = _call(
@@ -139,12 +156,20 @@ def _serial_source(src: SerialSourceConfig, decoder: Any, where: str) -> Source:
     )
     opts = dict(src.link_options)
     if src.protocol == "slcan":
+        from wrtfd.decoders.slcan import SlcanDecoder
         from wrtfd.sources.slcan import SlcanSource
 
+        if not isinstance(decoder, SlcanDecoder):
+            raise ConfigError(
+                f"{where}.protocol: slcan needs the SLCAN decoder, got {type(decoder).__name__}"
+            )
         return _call(where, "link_options", SlcanSource, src.source_name, settings, decoder, **opts)
     if src.protocol == "obd":
+        from wrtfd.decoders.obd import ObdDecoder
         from wrtfd.sources.elm327 import Elm327Source
 
+        if not isinstance(decoder, ObdDecoder):
+            raise ConfigError(f"{where}.protocol: obd needs the OBD decoder")
         return _call(where, "link_options", Elm327Source, src.source_name, settings, decoder, **opts)
     return _call(where, "link_options", SerialLineSource, src.source_name, settings, decoder, **opts)
 
@@ -189,14 +214,21 @@ def build_source(loaded: LoadedConfig, index: int, src: SourceConfig) -> BuiltSo
             )
             address = f"udp {src.host}:{port}"
         elif isinstance(src, AssettoCorsaSourceConfig):
+            from wrtfd.decoders.assetto_corsa import AssettoCorsaDecoder
             from wrtfd.sources import assetto_corsa
 
+            if not isinstance(decoder, AssettoCorsaDecoder):
+                raise ConfigError(f"{where}.protocol: kind assetto_corsa needs the Assetto Corsa decoder")
             source = _call(
                 where, "host", assetto_corsa.AssettoCorsaSource, name, decoder, host=src.host, port=src.port
             )
             address = f"udp peer {src.host}:{src.port}"
         elif isinstance(src, AccSourceConfig):
+            from wrtfd.decoders.acc import AccDecoder
             from wrtfd.sources.acc import AccSource
+
+            if not isinstance(decoder, AccDecoder):
+                raise ConfigError(f"{where}.protocol: kind acc needs the ACC broadcasting decoder")
 
             source = _call(
                 where,
@@ -222,7 +254,7 @@ def build_source(loaded: LoadedConfig, index: int, src: SourceConfig) -> BuiltSo
     )
 
 
-def _recorded_channels(definition: Mapping[str, Any], where: str) -> Any:
+def _recorded_channels(definition: Mapping[str, Any], where: str) -> np.dtype[Any]:
     """The numpy dtype of the source's frame (its channels as recorded), for type checks."""
     from wrtfd.format import Schema
 
@@ -316,19 +348,18 @@ def _recorder(
     *,
     check_pins: bool = True,
     hub: ObserverHub | None = None,
-) -> Any:
+) -> RecorderGroups:
     """One live recorder per recording group, behind the single-recorder interface.
 
     A group's recorder gets the lap-channel plug-in of its source with a track, and the file
     metadata then gets ``Track`` (the track's name) unless ``recorder.metadata`` sets it.
     """
     from wrtfd.daemon.recorder_port import build_recorder
-    from wrtfd.recorder.groups import RecorderGroups
 
     members: dict[str, list[BuiltSource]] = {}
     for b in built:
         members.setdefault(b.config.group_name, []).append(b)
-    groups: dict[str, Any] = {}
+    groups: dict[str, LiveRecorder] = {}
     for group, group_built in members.items():
         derived = [b.laps for b in group_built if b.laps is not None]
         metadata = {}
@@ -382,10 +413,8 @@ def composed_schemas(loaded: LoadedConfig) -> dict[str, Schema]:
     return {group: live.recorder.schema for group, live in recorder.groups.items()}
 
 
-def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Any:
+def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Pipeline:
     """Build every part of the daemon; raises ConfigError before anything is created on disk."""
-    from wrtfd.daemon.app import Daemon, SourceHandle
-
     built = build_sources(loaded)
     output_dir = loaded.output_dir(env)
     hub = ObserverHub()
@@ -400,4 +429,6 @@ def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Any:
         )
         for b in built
     ]
-    return Daemon(loaded, handles, recorder, output_dir, env=env, hub=hub)
+    return Pipeline(
+        loaded=loaded, handles=handles, recorder=recorder, output_dir=output_dir, env=env, hub=hub
+    )

@@ -4,7 +4,9 @@ A decoder turns one datagram, line or record into a :class:`Decoded` (or ``None`
 input is valid but carries no channel values, e.g. an F1 event packet that only signals).
 It raises :class:`wrtfd.errors.DecodeError` with a ``reason`` slug for anything malformed.
 
-A source adds the receive time and its own name and hands a :class:`Sample` to the scheduler.
+A source adds the receive time and its own name and hands a :class:`Sample` to the recorder
+through a :data:`SampleSink`, which raises :class:`SinkFull` instead of waiting (both live here,
+with :class:`Sample`, so that sources and the recorder share them without importing each other).
 
 Channel values: keys are the top-level frame field names of the protocol's WRTF definition
 (``config/schemas/<protocol>.wrtf.yaml``); values are Python scalars (int, float, bool),
@@ -14,7 +16,7 @@ sequences for fields with ``dimensions > 0``, or mappings for struct-typed field
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,12 +25,14 @@ __all__ = [
     "Decoder",
     "DropCounter",
     "Sample",
-    "SessionInfo",
+    "SampleSink",
+    "SessionDescription",
+    "SinkFull",
     "generated_definition",
 ]
 
 #: What a source knows about the session: ``track``, ``car``, ``session_type`` ... (strings).
-SessionInfo = Mapping[str, str]
+SessionDescription = Mapping[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +45,11 @@ class Decoded:
     session. ``new_session`` is an explicit signal (Forza IsRaceOn 0->1, DiRT run_time reset).
     """
 
-    values: Mapping[str, object]
+    values: Mapping[str, Any]
     source_time_ns: int | None = None
     session_key: object | None = None
     new_session: bool = False
-    session_info: SessionInfo | None = None
+    session_info: SessionDescription | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +61,10 @@ class Sample:
 
     source: str
     rx_ns: int
-    values: Mapping[str, object]
+    values: Mapping[str, Any]
     source_time_ns: int | None = None
     new_session: bool = False
-    session_info: SessionInfo | None = None
+    session_info: SessionDescription | None = None
     stale: frozenset[str] = field(default_factory=frozenset)
 
     @classmethod
@@ -73,6 +77,14 @@ class Sample:
             new_session=new_session or decoded.new_session,
             session_info=decoded.session_info,
         )
+
+
+class SinkFull(Exception):
+    """The recorder's intake is full; the sample was not taken."""
+
+
+#: Non-blocking hand-off to the recorder; raises SinkFull when the intake is full.
+SampleSink = Callable[[Sample], None]
 
 
 class Decoder(Protocol):

@@ -19,12 +19,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cantools
-
+from wrtfd._optional import missing_dependency
 from wrtfd.decoders.base import Decoded, generated_definition
 from wrtfd.errors import ConfigError, DecodeError
 
-__all__ = ["CanFrame", "DbcChannelDecoder"]
+# DBC decoding is optional: the daemon extra brings cantools, and so does `wrtfd[can]` for the
+# offline tools that read CAN logs (candump).
+try:
+    import cantools
+except ImportError as exc:
+    raise missing_dependency("cantools", extra="can", purpose="CAN decoding with a DBC file") from exc
+
+__all__ = [
+    "CanFrame",
+    "DbcChannelDecoder",
+    "check_id",
+]
 
 _MAX_STD_ID = 0x7FF
 _MAX_EXT_ID = 0x1FFFFFFF

@@ -17,17 +17,20 @@ one the date came with is taken to be past midnight.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import math
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-from pynmeagps import NMEAReader
-
+from wrtfd._optional import missing_dependency
+from wrtfd.decoders._common import load_definition
 from wrtfd.decoders.base import Decoded
-from wrtfd.decoders.registry import SCHEMA_DIR, ProtocolInfo
+from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import DecodeError
+
+try:
+    from pynmeagps import NMEAReader
+except ImportError as exc:
+    raise missing_dependency("pynmeagps", extra="daemon", purpose="the NMEA (GPS) decoder") from exc
 
 __all__ = [
     "KNOTS_TO_MPS",
@@ -67,12 +70,12 @@ _NAN = math.nan
 MODE_UNKNOWN, MODE_NO_FIX, MODE_2D, MODE_3D = 0, 1, 2, 3
 
 
-@functools.cache
 def nmea_definition() -> dict[str, Any]:
-    """The WRTF definition of the NMEA frame (``wrtfd/schemas/nmea.wrtf.yaml``)."""
-    with open(SCHEMA_DIR / "nmea.wrtf.yaml", encoding="utf-8") as fh:
-        loaded: dict[str, Any] = yaml.safe_load(fh)
-    return loaded
+    """A fresh copy of the WRTF definition of the NMEA frame (``wrtfd/schemas/nmea.wrtf.yaml``).
+
+    A copy: the caller (a source's ``mapping``, a test) may edit it.
+    """
+    return load_definition("nmea.wrtf.yaml")
 
 
 def nmea_checksum(body: bytes) -> int:

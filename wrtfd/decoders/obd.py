@@ -13,15 +13,13 @@ A sample carries only the channel of the answered PID; the recorder holds the ot
 from __future__ import annotations
 
 import binascii
-import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
+from wrtfd.decoders._common import load_definition
 from wrtfd.decoders.base import Decoded
-from wrtfd.decoders.registry import SCHEMA_DIR, ProtocolInfo
+from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import ConfigError, DecodeError
 
 __all__ = ["PIDS", "PROTOCOLS", "ObdAnswer", "ObdDecoder", "PidSpec", "obd_definition", "parse_response"]
@@ -111,12 +109,12 @@ _PROGRESS = (b"SEARCHING", b"BUS INIT")
 _HEX_CHARS = frozenset(b"0123456789ABCDEFabcdef")
 
 
-@functools.cache
 def obd_definition() -> dict[str, Any]:
-    """The WRTF definition of the OBD frame (``wrtfd/schemas/obd.wrtf.yaml``)."""
-    with open(SCHEMA_DIR / "obd.wrtf.yaml", encoding="utf-8") as fh:
-        loaded: dict[str, Any] = yaml.safe_load(fh)
-    return loaded
+    """A fresh copy of the WRTF definition of the OBD frame (``wrtfd/schemas/obd.wrtf.yaml``).
+
+    A copy: the caller (a source's ``mapping``, a test) may edit it.
+    """
+    return load_definition("obd.wrtf.yaml")
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ __all__ = [
     "OutSim2Decoder",
     "OutSimDecoder",
     "outsim2_size",
+    "parse_opts",
 ]
 
 # OutGauge: Time u32, Car char[4], Flags u16, Gear u8, PLID u8, Speed, RPM, Turbo, EngTemp, Fuel,

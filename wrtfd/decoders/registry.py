@@ -15,7 +15,15 @@ from typing import Any
 
 from wrtfd.errors import ConfigError
 
-__all__ = ["PROTOCOL_MODULES", "SCHEMA_DIR", "ProtocolInfo", "all_protocols", "get", "make_decoder"]
+__all__ = [
+    "PROTOCOL_MODULES",
+    "SCHEMA_DIR",
+    "ProtocolInfo",
+    "all_protocols",
+    "decoder_class",
+    "get",
+    "make_decoder",
+]
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 
@@ -70,9 +78,14 @@ def get(name: str) -> ProtocolInfo:
         raise ConfigError(f"unknown protocol {name!r}; known: {', '.join(sorted(protocols))}") from None
 
 
-def make_decoder(name: str, **options: Any) -> Any:
-    """Build the decoder for ``name`` with its options (e.g. OutSim2 option flags, a DBC path)."""
+def decoder_class(name: str) -> type[Any]:
+    """The decoder class of protocol ``name`` (its module imported now)."""
     info = get(name)
     module_name, _, class_name = info.decoder.partition(":")
-    cls = getattr(importlib.import_module(module_name), class_name)
-    return cls(**options)
+    cls: type[Any] = getattr(importlib.import_module(module_name), class_name)
+    return cls
+
+
+def make_decoder(name: str, **options: Any) -> Any:
+    """Build the decoder for ``name`` with its options (e.g. OutSim2 option flags, a DBC path)."""
+    return decoder_class(name)(**options)

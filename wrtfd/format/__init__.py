@@ -6,7 +6,7 @@ No asyncio and no daemon knowledge: anyone can read, check or write a WRTF file 
     with Reader("run.wrtf") as r:
         speed = r.frames(0)["speed"]
 
-How this package reads the spec's open points is in ``WRTF-NOTES.md`` (N1-N12).
+How this package reads the spec's open points is in ``docs/wrtf-notes.md`` (N1-N12).
 """
 
 from __future__ import annotations

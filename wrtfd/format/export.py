@@ -9,15 +9,24 @@ pure-Python CSV fallback used when pyarrow is not installed.
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from wrtfd._optional import missing_dependency
 from wrtfd.errors import FormatError
-from wrtfd.format.reader import Reader, SessionInfo, ticks_to_time_us
-from wrtfd.format.schema import Leaf, Schema, leaf_column
+from wrtfd.format.columns import (
+    column_names,
+    export_frames,
+    export_leaves,
+    frame_chunks,
+    iter_columns,
+    select_sessions,
+)
+from wrtfd.format.reader import Reader
+from wrtfd.format.schema import Leaf, leaf_column
 
 __all__ = [
     "column_names",
@@ -30,81 +39,6 @@ __all__ = [
 ]
 
 Progress = Callable[[int, int], None]
-_CHUNK = 1 << 16
-
-
-def export_leaves(schema: Schema) -> list[Leaf]:
-    """The channels every export writes (CSV, Parquet, MoTeC, MCAP, MDF4, compare).
-
-    The one place that decides it: fields that are bookkeeping rather than telemetry (such as a
-    per-frame integrity check) are left out here, and nowhere else.
-    """
-    return schema.frame_leaves
-
-
-def export_frames(reader: Reader, session: int) -> np.ndarray:
-    """The frames of ``session`` every export writes: the one place that decides which frames.
-
-    A view of the whole session today; frames that fail an integrity check are dropped here once
-    files carry one. Exports take times from these frames' ticks, never from the session's.
-    """
-    return reader.frames(session)
-
-
-def frame_chunks(frames: np.ndarray, chunk: int = _CHUNK) -> Iterator[np.ndarray]:
-    """``frames`` in consecutive slices of at most ``chunk`` (views)."""
-    for start in range(0, len(frames), chunk):
-        yield frames[start : start + chunk]
-
-
-def column_names(leaves: list[Leaf]) -> list[str]:
-    """Flattened names, made unique if two paths flatten to the same text."""
-    seen: dict[str, int] = {"session": 1, "tick": 1, "time_us": 1}
-    out = []
-    for lf in leaves:
-        name = lf.column
-        if name in seen:
-            seen[name] += 1
-            name = f"{name}_{seen[name]}"
-        seen[name] = 1
-        out.append(name)
-    return out
-
-
-def _text_column(col: np.ndarray) -> np.ndarray:
-    raw = np.ascontiguousarray(col).view(f"S{col.shape[-1]}").reshape(len(col))
-    return np.array([b.decode("utf-8", errors="replace") for b in raw], dtype=object)
-
-
-def _enum_column(col: np.ndarray, leaf: Leaf) -> np.ndarray:
-    uniq, inv = np.unique(col, return_inverse=True)
-    names = {v: n for n, v in (leaf.enum.values if leaf.enum else ())}
-    labels = np.array([names.get(int(u), str(int(u))) for u in uniq], dtype=object)
-    return labels[inv.reshape(-1)]
-
-
-def iter_columns(
-    reader: Reader, chunk: int = _CHUNK, sessions: Sequence[int] | None = None
-) -> Iterator[tuple[list[str], list[np.ndarray]]]:
-    """(names, columns) per chunk of frames, over ``sessions`` (default: all)."""
-    leaves = export_leaves(reader.schema)
-    names = ["session", "tick", "time_us", *column_names(leaves)]
-    for s in select_sessions(reader, sessions):
-        for arr in frame_chunks(export_frames(reader, s.index), chunk):
-            cols: list[np.ndarray] = [
-                np.full(len(arr), s.index, dtype=np.int64),
-                np.ascontiguousarray(arr["tick"]),
-                ticks_to_time_us(arr["tick"], s.time_base_us, reader.rate_hz),
-            ]
-            for lf in leaves:
-                col = leaf_column(arr, lf.path)
-                if lf.kind == "text":
-                    cols.append(_text_column(col))
-                elif lf.kind == "enum":
-                    cols.append(_enum_column(col, lf))
-                else:
-                    cols.append(np.ascontiguousarray(col))
-            yield names, cols
 
 
 def _have_pyarrow() -> bool:
@@ -113,21 +47,6 @@ def _have_pyarrow() -> bool:
     except ImportError:
         return False
     return True
-
-
-def select_sessions(reader: Reader, sessions: Sequence[int] | None) -> list[SessionInfo]:
-    """The sessions to export, in file order (all of them by default).
-
-    :raises FormatError: an index the file does not have.
-    """
-    if sessions is None:
-        return list(reader.sessions)
-    out = []
-    for i in sessions:
-        if not 0 <= i < len(reader.sessions):
-            raise FormatError(f"{reader.path}: no session {i} (the file has {len(reader.sessions)})")
-        out.append(reader.sessions[i])
-    return out
 
 
 def export_file(
@@ -139,13 +58,14 @@ def export_file(
 ) -> int:
     """Write the frames of ``sessions`` (default all) to ``output`` as CSV or Parquet; rows written.
 
-    :raises FormatError: unknown format, or Parquet without pyarrow.
+    :raises FormatError: unknown format.
+    :raises MissingDependencyError: Parquet without pyarrow.
     """
     fmt = (fmt or output.suffix.lstrip(".")).lower()
     total = sum(s.frame_count for s in select_sessions(reader, sessions))
     if fmt == "parquet":
         if not _have_pyarrow():
-            raise FormatError("Parquet export needs pyarrow: install wrtfd[parquet]")
+            raise missing_dependency("pyarrow", extra="parquet", purpose="Parquet export")
         return _export_arrow(reader, output, "parquet", total, progress, sessions)
     if fmt == "csv":
         if _have_pyarrow():

@@ -22,7 +22,13 @@ from wrtfd.format.reader import Reader, ticks_to_time_us
 from wrtfd.format.schema import EnumDef, FieldDef, Schema, StructDef
 from wrtfd.format.writer import Writer
 
-__all__ = ["JsonCodec", "dump_jsonl", "write_jsonl"]
+__all__ = [
+    "JsonCodec",
+    "dump_jsonl",
+    "iter_dump_lines",
+    "session_object",
+    "write_jsonl",
+]
 
 ToJson = Callable[[Any], Any]
 FromJson = Callable[[Any, str], Any]
@@ -263,7 +269,7 @@ def _zero_padded(rows: Any, dtype: np.dtype[Any], path: str) -> np.ndarray:
     try:
         tmp = np.array(rows, dtype=dtype)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise FormatError(f"{path}: value does not fit its field type ({exc})")
+        raise FormatError(f"{path}: value does not fit its field type ({exc})") from exc
     out = np.zeros(tmp.shape, dtype=dtype)
     _copy_fields(out, tmp)
     return out
@@ -353,7 +359,7 @@ def write_jsonl(lines: Iterable[str], writer: Writer) -> tuple[int, int]:
         try:
             obj = json.loads(line)
         except ValueError as exc:
-            raise FormatError(f"{where}: not JSON ({exc})")
+            raise FormatError(f"{where}: not JSON ({exc})") from exc
         if not isinstance(obj, dict):
             raise FormatError(f"{where}: expected a JSON object")
         kind = obj.get("kind")

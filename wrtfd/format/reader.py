@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -41,6 +42,10 @@ from wrtfd.format.spec import (
     U64,
     pad8,
 )
+from wrtfd.format.times import ticks_to_time_us
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "FileHeader",
@@ -49,10 +54,13 @@ __all__ = [
     "ScanResult",
     "ScannedSession",
     "SessionInfo",
+    "count_frames",
+    "decode_metadata",
     "parse_document_footer",
     "parse_file_header",
     "parse_metadata",
     "scan_sessions",
+    "ticks_to_time_us",
 ]
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
@@ -191,12 +199,14 @@ def decode_metadata(entries: list[MetadataEntry], *, strict: bool = True) -> dic
     for e in entries:
         try:
             key = e.key.decode("utf-8", errors)
-        except UnicodeDecodeError:
-            raise CorruptFileError("metadata key is not valid UTF-8", offset=e.offset)
+        except UnicodeDecodeError as exc:
+            raise CorruptFileError("metadata key is not valid UTF-8", offset=e.offset) from exc
         try:
             value = e.value.decode("utf-8", errors)
-        except UnicodeDecodeError:
-            raise CorruptFileError(f"metadata {key!r}: value is not valid UTF-8", offset=e.value_offset)
+        except UnicodeDecodeError as exc:
+            raise CorruptFileError(
+                f"metadata {key!r}: value is not valid UTF-8", offset=e.value_offset
+            ) from exc
         out.setdefault(key, value)
     return out
 
@@ -355,7 +365,9 @@ class Reader:
             try:
                 schema = Schema.from_yaml(text, source=f"metadata '{SCHEMA_METADATA_KEY}'")
             except SchemaError as exc:
-                raise SchemaError(f"{self.path}: {exc} (an external definition can be given: --schema)")
+                raise SchemaError(
+                    f"{self.path}: {exc} (an external definition can be given: --schema)"
+                ) from exc
             self.schema_source = "embedded"
         self.schema: Schema = schema
         self.footer_error: CorruptFileError | None = None
@@ -500,6 +512,27 @@ class Reader:
         s = self._session(i)
         return ticks_to_time_us(self.frames(i)["tick"], s.time_base_us, self.rate_hz)
 
+    def frames_between(self, i: int, start_us: int, end_us: int) -> np.ndarray:
+        """The frames of session ``i`` whose time (N9) is in ``[start_us, end_us)``: a view.
+
+        Times are microseconds on the file's clock (:meth:`frame_times_us`), e.g. a lap's start
+        and end from the lap channels; an empty range gives an empty array.
+        """
+        times = self.frame_times_us(i)
+        lo, hi = np.searchsorted(times, [start_us, end_us], side="left")
+        return self.frames(i)[lo : max(lo, hi)]
+
+    def to_dataframe(self, session: int | None = None) -> pd.DataFrame:
+        """Session ``session`` (every session when None) as a pandas DataFrame, one row per frame.
+
+        The columns are those of ``wrtfd export`` (:func:`wrtfd.format.columns.iter_columns`).
+
+        :raises MissingDependencyError: pandas is not installed.
+        """
+        from wrtfd.format.columns import to_dataframe
+
+        return to_dataframe(self, session)
+
     def iter_frames(self, i: int, chunk: int = 65536) -> Iterator[np.ndarray]:
         """Frames of session ``i`` in chunks (views)."""
         arr = self.frames(i)
@@ -530,16 +563,3 @@ class Reader:
     def __repr__(self) -> str:
         state = "complete" if self.complete else "incomplete"
         return f"<Reader {self.path} {state} sessions={len(self.sessions)}>"
-
-
-def ticks_to_time_us(ticks: np.ndarray, base_us: int, rate_hz: int) -> np.ndarray:
-    """``base + round(tick * 1e6 / rate)`` as int64, exact integer math while it cannot overflow."""
-    t = np.asarray(ticks, dtype=np.uint64)
-    if len(t) == 0:
-        return np.empty(0, dtype=np.int64)
-    if int(t.max()) < (1 << 62) // 1_000_000:
-        us = (t.astype(np.int64) * 1_000_000 + rate_hz // 2) // rate_hz
-    else:
-        # Absurd ticks (a corrupt file): saturate instead of overflowing.
-        us = np.minimum(np.round(t.astype(np.float64) * (1e6 / rate_hz)), 2.0**62).astype(np.int64)
-    return us + np.int64(min(base_us, 1 << 62))

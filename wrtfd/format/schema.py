@@ -329,15 +329,17 @@ class Schema:
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" line {mark.line + 1}" if mark is not None else ""
-            raise SchemaError(f"{source}:{where} not valid YAML ({getattr(exc, 'problem', exc)})")
+            raise SchemaError(f"{source}:{where} not valid YAML ({getattr(exc, 'problem', exc)})") from exc
         except (ValueError, RecursionError) as exc:
-            raise SchemaError(f"{source}: not valid YAML ({exc})")
+            raise SchemaError(f"{source}: not valid YAML ({exc})") from exc
         if not isinstance(data, Mapping):
             raise SchemaError(f"{source}: a definition must be a YAML mapping")
         try:
             return cls(data, text)
         except SchemaError as exc:
-            raise SchemaError(f"{source}: {exc}") if source != "definition" else exc
+            if source == "definition":
+                raise
+            raise SchemaError(f"{source}: {exc}") from exc
 
     @classmethod
     def load(cls, path: str | Path) -> Schema:
@@ -345,9 +347,9 @@ class Schema:
         try:
             text = p.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
-            raise SchemaError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})")
+            raise SchemaError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
         except OSError as exc:
-            raise SchemaError(f"{p}: cannot read definition ({exc.strerror or exc})")
+            raise SchemaError(f"{p}: cannot read definition ({exc.strerror or exc})") from exc
         return cls.from_yaml(text, source=str(p))
 
     @classmethod
@@ -355,7 +357,7 @@ class Schema:
         try:
             text = yaml.safe_dump(dict(definition), sort_keys=False, allow_unicode=True)
         except yaml.YAMLError as exc:
-            raise SchemaError(f"definition: cannot be written as YAML ({exc})")
+            raise SchemaError(f"definition: cannot be written as YAML ({exc})") from exc
         # Reparse so that the stored text and the layout can never disagree.
         return cls(yaml.load(text, Loader=_YAML_LOADER), text)
 

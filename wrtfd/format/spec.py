@@ -1,6 +1,6 @@
 """The WRTF 1.0 wire contract: magic numbers, fixed structs, alignment. Nothing else.
 
-Layouts follow ``wrtf-spec-v1.md`` as read in ``WRTF-NOTES.md`` (N1-N12).
+Layouts follow ``wrtf-spec-v1.md`` as read in ``docs/wrtf-notes.md`` (N1-N12).
 """
 
 from __future__ import annotations

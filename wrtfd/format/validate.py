@@ -1,4 +1,4 @@
-"""Check a WRTF file against spec section 9 and WRTF-NOTES; never mutates the file.
+"""Check a WRTF file against spec section 9 and docs/wrtf-notes.md; never mutates the file.
 
 Each :class:`Finding` carries the byte offset where the problem is and a stable ``code``. The
 session structure is taken from a sequential scan of the data (N11), then compared with what

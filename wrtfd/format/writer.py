@@ -111,7 +111,7 @@ def encode_file_header(rate_hz: int, start_timestamp_us: int, metadata: Sequence
             try:
                 raw = text.encode("utf-8")
             except UnicodeEncodeError as exc:
-                raise FormatError(f"metadata {key!r}: not encodable as UTF-8 ({exc.reason})")
+                raise FormatError(f"metadata {key!r}: not encodable as UTF-8 ({exc.reason})") from exc
             if len(raw) > 0xFFFFFFFF:
                 raise FormatError(f"metadata {key!r}: longer than 4 GiB")
             parts.append(METADATA_LEN.pack(len(raw)) + raw + _pad(4 + len(raw)))
@@ -174,7 +174,7 @@ def _assign(schema: Schema, target: np.ndarray, f: FieldDef, value: Any, path: s
             items = _sequence(value, f.dimensions, path)
             target[f.name] = [_scalar(schema, f, v, f"{path}[{i}]") for i, v in enumerate(items)]
     except (TypeError, ValueError, OverflowError) as exc:
-        raise FormatError(f"{path}: {value!r} does not fit {f.type}: {exc}")
+        raise FormatError(f"{path}: {value!r} does not fit {f.type}: {exc}") from exc
 
 
 def _sequence(value: Any, n: int, path: str) -> Sequence[Any]:

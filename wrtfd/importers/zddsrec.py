@@ -33,11 +33,11 @@ from wrtfd.zddsrec.format import TornTail, ZddsrecReader
 from wrtfd.zddsrec.mapper import FrameMapper
 from wrtfd.zddsrec.mapping import MappingConfig, load_mapping
 
-__all__ = ["ImportStats", "import_zddsrec", "iter_samples", "run_import"]
+__all__ = ["ImportResult", "import_zddsrec", "iter_samples", "run_import"]
 
 
 @dataclass(slots=True)
-class ImportStats:
+class ImportResult:
     """What an import saw; printed by the CLI."""
 
     frames: int = 0
@@ -50,7 +50,7 @@ class ImportStats:
     rate_hz: int = 0
 
 
-def iter_samples(reader: ZddsrecReader, mapping: MappingConfig, stats: ImportStats) -> Iterator[Sample]:
+def iter_samples(reader: ZddsrecReader, mapping: MappingConfig, stats: ImportResult) -> Iterator[Sample]:
     """Samples of a capture in file order, stamped with their recorded time (Unix ns).
 
     Pure apart from the reader's file reads. :raises ImportFormatError: a malformed frame.
@@ -98,7 +98,7 @@ def import_zddsrec(
     start_timestamp_us: int | None = None,
     force: bool = False,
     progress: bool = False,
-) -> ImportStats:
+) -> ImportResult:
     """Import ``path`` into ``output`` with ``mapping``; see the module docstring.
 
     :raises ImportFormatError: unreadable capture, malformed frame, existing output, bad option.
@@ -111,7 +111,7 @@ def import_zddsrec(
         raise ImportFormatError(f"--rate must be a positive number of Hz, not {rate}")
     from wrtfd.recorder import SourceSpec
 
-    stats = ImportStats(output=output, rate_hz=rate)
+    stats = ImportResult(output=output, rate_hz=rate)
     with ZddsrecReader(path, limits=mapping.limits) as reader:
         header = reader.header
         stats.time_base_unix_ns = header.time_base_unix_ns

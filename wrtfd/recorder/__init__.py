@@ -12,15 +12,20 @@ plug-in in :mod:`wrtfd.recorder.derived`.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from wrtfd.recorder.compose import compose_definition as compose_definition
 from wrtfd.recorder.derived import DerivedChannels as DerivedChannels
 from wrtfd.recorder.files import render_name as render_name
 from wrtfd.recorder.files import sanitize_component as sanitize_component
-from wrtfd.recorder.live import LiveRecorder as LiveRecorder
 from wrtfd.recorder.recorder import Recorder as Recorder
 from wrtfd.recorder.recorder import RecorderPolicy as RecorderPolicy
 from wrtfd.recorder.recorder import SourceSpec as SourceSpec
 from wrtfd.recorder.recorder import replay as replay
+
+if TYPE_CHECKING:
+    from wrtfd.recorder.live import LiveRecorder as LiveRecorder
 
 __all__ = [
     "DerivedChannels",
@@ -33,3 +38,12 @@ __all__ = [
     "replay",
     "sanitize_component",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The live driver needs anyio (the daemon extra); offline users (replay, the importers,
+    # `wrtfd simulate --record`) import this package without it.
+    # (importlib: only a caller asking for it depends on it, not every importer of this package.)
+    if name == "LiveRecorder":
+        return importlib.import_module("wrtfd.recorder.live").LiveRecorder
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

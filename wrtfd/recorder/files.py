@@ -44,7 +44,15 @@ from wrtfd.errors import ConfigError, FormatError
 from wrtfd.format import Schema, Writer
 from wrtfd.recorder.observe import FileClosed, FileOpened, RecordingEvent
 
-__all__ = ["DEFAULT_TEMPLATE", "FileSink", "SinkState", "join_records", "render_name", "sanitize_component"]
+__all__ = [
+    "DEFAULT_TEMPLATE",
+    "FileSink",
+    "SinkState",
+    "check_template",
+    "join_records",
+    "render_name",
+    "sanitize_component",
+]
 
 DEFAULT_TEMPLATE = "{date}_{time}_{source}_{track}.wrtf"
 MAX_COMPONENT = 48

@@ -66,10 +66,9 @@ from typing import Any
 import anyio
 import numpy as np
 
-from wrtfd.decoders.base import Sample
+from wrtfd.decoders.base import Sample, SinkFull
 from wrtfd.recorder.observe import LiveFrames, ObserverHub, SessionEnded, SessionStarted
 from wrtfd.recorder.recorder import BeginOp, EndOp, FramesOp, Op, Recorder, RecorderPolicy, SourceSpec
-from wrtfd.sources.base import SinkFull
 
 __all__ = ["LiveRecorder"]
 

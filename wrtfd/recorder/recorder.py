@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from wrtfd.decoders.base import Sample
+from wrtfd.defaults import ARRIVAL_BUNCH_S, TICK_JITTER_S
 from wrtfd.errors import ConfigError, SchemaError
 from wrtfd.format import Schema
 from wrtfd.recorder.compose import END_REASONS, FOOTER_SOURCE_COUNTERS, TEXT_BYTES, compose_definition
@@ -77,8 +78,8 @@ class RecorderPolicy:
     rotate_s: float | None = None
     rotate_sessions: int | None = None
     fsync_interval_s: float = 1.0
-    jitter_s: float = 0.1
-    bunch_s: float = 0.035
+    jitter_s: float = TICK_JITTER_S
+    bunch_s: float = ARRIVAL_BUNCH_S
     settle_s: float = 0.5
     merge: str = "last"
     batch_s: float = 0.1

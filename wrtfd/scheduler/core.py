@@ -1,43 +1,13 @@
 """The tick scheduler: samples in, fixed-rate frames out (pure: no I/O, no sleep, no clock read).
 
-How timing works
-----------------
-* The caller drives it with an explicit clock: :meth:`TickScheduler.push` a sample, and
-  :meth:`TickScheduler.advance` to a time ``now``. The live daemon uses the monotonic clock;
-  replay and import use the recorded receive times (``advance(sample.rx_ns)`` before each push),
-  so the same input always gives the same frames.
-* Each sample gets a *virtual time* ``v`` (see :mod:`wrtfd.scheduler.timing`): the source's
-  own clock mapped onto the driving clock where the source has one (``use_source_clock`` and a
-  ``source_time_ns``), otherwise its arrival time, de-jittered by placing a source's samples
-  on consecutive ticks of its cadence (bunched or delayed datagrams within ``bunch_s`` fill
-  their ticks; a longer silence is a real pause). Ticks are ``floor((v - t0) * rate)``; ``t0``
-  is fixed when a session starts, ``settle_s`` after its first driving sample (the estimators
-  have settled by then), so that this sample sits in the middle of tick 0.
-* A tick is *closed* only once ``now`` is a whole jitter window (``jitter_s``) past its end.
-  Until then samples wait, so a late-arriving or bunched datagram still lands in its tick, and
-  the arrival-time estimator decides with that much look-ahead. Closing a tick applies its
-  samples to the held row in arrival order per source (sample-and-hold: the latest value of
-  every channel stays until replaced) and writes a frame when a *driving* source delivered in
-  that tick. A tick with no driving sample between two frames is a dropped tick (N10).
-* A sample whose tick is already closed when it is pushed (or that was received before the
-  closed horizon) is *late*: counted and dropped, never written into or ahead of a written
-  frame. Replay never produces late samples; live, a sample must sit in the intake longer
-  than ``jitter_s``.
-* Several samples of one source in one tick: the last wins (``merge="last"``, channel by
-  channel) or the first (``merge="first"``); the others are counted as ``superseded``.
-* Staleness: every float channel of a source that has never delivered, or whose last sample is
-  older than its ``stale_after_s``, is NaN and the source's flag in the ``stale`` struct is set;
-  ``Sample.stale`` marks named channels NaN explicitly (non-float channels keep their last value).
+The rules (virtual time, the jitter window, late samples, merging, staleness, sessions) are in
+``docs/timing.md``; their default values in :mod:`wrtfd.defaults`.
 
-Sessions
---------
-A session starts with the first driving sample. Its ticks count from 0 at its first frame (N9);
-``SessionStarted.start_ns`` is the virtual time of tick 0. It ends when no frame was written for
-``session_idle_s`` (the next session re-anchors its tick grid), when a sample carries
-``new_session``, when it reaches ``max_session_s``, on :meth:`request_new_session`, or on
-:meth:`finish`. The output of :meth:`advance` is a list of events in order:
-:class:`SessionStarted`, :class:`FrameBlock` (numpy arrays of the frame dtype, session-relative
-ticks) and :class:`SessionEnded`.
+The caller drives it with an explicit clock: :meth:`TickScheduler.push` a sample, and
+:meth:`TickScheduler.advance` to a time ``now`` (the monotonic clock live; each sample's
+``rx_ns`` in replay, so the same input always gives the same frames). :meth:`advance` returns
+events in order: :class:`SessionStarted`, :class:`FrameBlock` (numpy arrays of the frame dtype,
+session-relative ticks) and :class:`SessionEnded`.
 """
 
 from __future__ import annotations
@@ -53,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from wrtfd.decoders.base import Sample
+from wrtfd.defaults import ARRIVAL_BUNCH_S, TICK_JITTER_S
 from wrtfd.errors import ConfigError
 from wrtfd.scheduler.rows import SourceRow
 from wrtfd.scheduler.timing import ArrivalClock, SourceClockMap
@@ -94,8 +65,8 @@ class SchedulerConfig:
     """Tick rate and policies; ``None`` disables a limit."""
 
     rate_hz: float
-    jitter_s: float = 0.1
-    bunch_s: float = 0.035
+    jitter_s: float = TICK_JITTER_S
+    bunch_s: float = ARRIVAL_BUNCH_S
     settle_s: float = 0.5
     session_idle_s: float | None = 5.0
     max_session_s: float | None = None

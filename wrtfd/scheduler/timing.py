@@ -1,38 +1,20 @@
 """Turning a sample's times into a *virtual time* on the scheduler's clock (pure, no clock read).
 
 Every sample has ``rx_ns`` (when it was received, on the driving clock) and maybe
-``source_time_ns`` (the protocol's own clock). The scheduler places a sample in the tick that
-contains its virtual time ``v``. Two estimators, one per kind of source:
+``source_time_ns`` (the protocol's own clock). :class:`SourceClockMap` maps a source clock onto
+the driving clock; :class:`ArrivalClock` places an arrival-stamped source's samples on its own
+cadence. How each works, and why, is in ``docs/timing.md`` ("Where a sample goes").
 
-* :class:`SourceClockMap` (the source has a clock): ``v = source_time + offset``. The offset is
-  the *lower envelope* of ``rx - source_time`` (the least-delayed sample seen), moved only in
-  steps of a few ms (so it stays constant under jitter) and rising when the least delay of the
-  last 5-10 s rose (so that clock drift is followed). Network jitter and bunching only change the
-  delay, never the source time, so they cannot move a sample to another tick. A sample whose
-  delay exceeds the envelope by more than the jitter window, or a source clock that goes
-  backwards or jumps ahead by more than the window, *re-anchors* the offset (a new epoch). A
-  pause where the source clock kept running shows as exactly the source-time gap; a pause
-  where it stopped shows as the arrival gap.
-* :class:`ArrivalClock` (no source clock): arrival times are only trusted up to the bunching
-  a receiver sees (Windows' 15.6 ms timer, a stall then a burst). Samples of a *run* go to
-  consecutive ticks of the source's cadence (``step`` ticks apart: 1 for a 60 Hz game at
-  60 Hz) as long as that stays within ``back`` ticks before / ``ahead`` ticks after their
-  arrival tick; bunched or delayed datagrams therefore fill their ticks and open no gap. A
-  sample more than ``back`` ticks behind the run is a real pause: a new run starts where the
-  source's arrivals usually sit in their tick, refined over the run's first samples, so the
-  dropped ticks of a 2 s pause are exact. (Tried and rejected: an alpha-beta filter on the
-  arrival phase; it cannot tell a lost datagram from a delayed one, and the real Assetto Corsa
-  capture showed it.)
-
-Both estimators answer :meth:`estimate` for a sample pushed earlier in the same epoch with the
-*current* state, so a tick is decided with up to one jitter window of look-ahead (samples are
-only placed when their tick closes, see :mod:`wrtfd.scheduler.core`).
+Both answer :meth:`estimate` for a sample pushed earlier in the same epoch with the *current*
+state, so a tick is decided with up to one jitter window of look-ahead.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
+
+from wrtfd.defaults import CLOCK_DRIFT_WINDOW_S, CLOCK_OFFSET_STEP_S
 
 __all__ = ["ArrivalClock", "SourceClockMap"]
 
@@ -60,7 +42,13 @@ class SourceClockMap:
         "window_ns",
     )
 
-    def __init__(self, *, jitter_ns: int, hyst_ns: int = 2_000_000, window_ns: int = 5_000_000_000) -> None:
+    def __init__(
+        self,
+        *,
+        jitter_ns: int,
+        hyst_ns: int = round(CLOCK_OFFSET_STEP_S * 1e9),
+        window_ns: int = round(CLOCK_DRIFT_WINDOW_S * 1e9),
+    ) -> None:
         self.jitter_ns = jitter_ns
         self.hyst_ns = min(hyst_ns, jitter_ns)
         self.window_ns = window_ns

@@ -5,3 +5,5 @@ sysusers.d declaration), ``configfiles`` (files a config names), ``steps`` (doin
 each step). The unit files themselves ship in ``units/``; ``systemd/`` in the repository links
 to them.
 """
+
+__all__: list[str] = []

@@ -30,6 +30,7 @@ __all__ = [
     "ForzaEncoder",
     "OutGaugeEncoder",
     "OutSimEncoder",
+    "TrackInfo",
     "make_encoder",
 ]
 

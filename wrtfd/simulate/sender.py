@@ -12,9 +12,12 @@ import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from wrtfd.simulate.car import CarState
-from wrtfd.simulate.packets import Encoder
+
+if TYPE_CHECKING:
+    from wrtfd.simulate.packets import Encoder
 
 __all__ = ["SendStats", "parse_address", "send_session", "with_last"]
 

@@ -12,22 +12,13 @@ waits on disk.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from wrtfd.decoders.base import DropCounter, Sample
+from wrtfd.decoders.base import DropCounter, SampleSink, SinkFull
 
 __all__ = ["SampleSink", "SinkFull", "Source", "SourceState", "SourceStats"]
-
-
-class SinkFull(Exception):
-    """The recorder's intake is full; the sample was not taken."""
-
-
-#: Non-blocking hand-off to the recorder; raises SinkFull when the intake is full.
-SampleSink = Callable[[Sample], None]
 
 
 class SourceState(StrEnum):

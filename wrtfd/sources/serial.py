@@ -115,7 +115,8 @@ class SerialLink:
 
         :raises SourceError: missing device, permission, busy, bad settings.
         """
-        device = resolve_device(settings.path)
+        # realpath() reads symlinks (a /dev/serial/by-id link): a file system call, off the loop.
+        device = await anyio.to_thread.run_sync(resolve_device, settings.path)
 
         def _open() -> serial.Serial:
             return serial.Serial(

@@ -58,6 +58,7 @@ from typing import Any
 import anyio
 
 from wrtfd.decoders.base import Decoder, Sample
+from wrtfd.defaults import UDP_READ_INTERVAL_S
 from wrtfd.errors import ConfigError, DecodeError, SourceError
 from wrtfd.sources.base import SampleSink, SinkFull, SourceState, SourceStats
 
@@ -79,7 +80,7 @@ _MAX_KERNEL_AGE_NS = 1_000_000_000
 #: Datagrams read per wake-up before yielding to other tasks.
 DEFAULT_BATCH = 256
 #: Batched reads: how often a steady feed's socket is read (seconds; 0 disables batching).
-DEFAULT_READ_INTERVAL_S = 0.2
+DEFAULT_READ_INTERVAL_S = UDP_READ_INTERVAL_S
 #: Batched reads only while a feed brings at most this many datagrams per interval (a faster
 #: one is read as it arrives, so the kernel buffer never holds more than this between reads:
 #: 128 x the 2 KiB default datagram limit is a quarter of the default 1 MiB receive buffer).

@@ -10,12 +10,11 @@ from wrtfd.tracks.geometry import LanePath, Projection, SectorMap
 from wrtfd.tracks.lapchannels import LapChannels, lap_channels_for
 from wrtfd.tracks.laps import Lap, LapDetector, LapState, detect_laps, timing_sectors
 from wrtfd.tracks.model import Edge, Lane, Sector, Segment, Track, load_track, parse_track
-from wrtfd.tracks.validate import RULES, Finding, validate_track
+from wrtfd.tracks.validate import RULES, TrackFinding, validate_track
 
 __all__ = [
     "RULES",
     "Edge",
-    "Finding",
     "Lane",
     "LanePath",
     "Lap",
@@ -27,6 +26,7 @@ __all__ = [
     "SectorMap",
     "Segment",
     "Track",
+    "TrackFinding",
     "detect_laps",
     "lap_channels_for",
     "load_track",

@@ -24,7 +24,15 @@ from typing import Any
 from wrtfd.errors import TrackError
 from wrtfd.tracks.model import Edge, Lane, Sector, Segment, Track
 
-__all__ = ["DESIGNS", "Design", "Straight", "Turn", "build_track", "dump_track"]
+__all__ = [
+    "DESIGNS",
+    "Design",
+    "Straight",
+    "Turn",
+    "build_track",
+    "dump_track",
+    "write_designs",
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,15 @@ from wrtfd.errors import TrackError
 from wrtfd.tracks.geometry import LanePath
 from wrtfd.tracks.model import Track
 
-__all__ = ["Lap", "LapDetector", "LapState", "detect_laps", "format_lap_time", "timing_sectors"]
+__all__ = [
+    "Lap",
+    "LapDetector",
+    "LapState",
+    "detect_laps",
+    "format_lap_time",
+    "lap_table_rows",
+    "timing_sectors",
+]
 
 
 def format_lap_time(seconds: float) -> str:

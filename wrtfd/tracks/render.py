@@ -12,15 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from wrtfd.errors import WrtfdError
+from wrtfd._optional import missing_dependency
 from wrtfd.tracks.geometry import LanePath
 from wrtfd.tracks.model import Track
 
-__all__ = ["MissingPlotDependency", "draw_track", "lane_polyline", "render_track", "require_matplotlib"]
-
-
-class MissingPlotDependency(WrtfdError):
-    """matplotlib is not installed."""
+__all__ = ["draw_track", "lane_polyline", "render_track", "require_matplotlib"]
 
 
 def require_matplotlib() -> Any:
@@ -30,8 +26,8 @@ def require_matplotlib() -> Any:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError:
-        raise MissingPlotDependency("plotting needs matplotlib: install wrtfd[plot]") from None
+    except ImportError as exc:
+        raise missing_dependency("matplotlib", extra="plot", purpose="plotting") from exc
     return plt
 
 

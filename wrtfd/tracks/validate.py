@@ -1,4 +1,4 @@
-"""Check what the track format implies, beyond types: one :class:`Finding` per violation.
+"""Check what the track format implies, beyond types: one :class:`TrackFinding` per violation.
 
 Rules (the ``rule`` slug of each finding):
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from wrtfd.tracks.model import Track
 
-__all__ = ["DEFAULT_ABS_TOL_M", "DEFAULT_REL_TOL", "RULES", "Finding", "validate_track"]
+__all__ = ["DEFAULT_ABS_TOL_M", "DEFAULT_REL_TOL", "RULES", "TrackFinding", "validate_track"]
 
 DEFAULT_ABS_TOL_M = 0.01
 DEFAULT_REL_TOL = 1e-3
@@ -56,7 +56,7 @@ RULES = (
 
 
 @dataclass(frozen=True, slots=True)
-class Finding:
+class TrackFinding:
     path: str  # JSON path in the file, e.g. "sectors[3].edges[1].neighbor-edge"
     rule: str
     message: str
@@ -75,10 +75,10 @@ class _Checker:
         self.t = track
         self.abs_tol = abs_tol_m
         self.rel_tol = rel_tol
-        self.findings: list[Finding] = []
+        self.findings: list[TrackFinding] = []
 
     def add(self, path: str, rule: str, message: str) -> None:
-        self.findings.append(Finding(path, rule, message))
+        self.findings.append(TrackFinding(path, rule, message))
 
     def close(self, expected: float, actual: float) -> bool:
         return abs(expected - actual) <= self.abs_tol + self.rel_tol * abs(expected)
@@ -90,7 +90,7 @@ class _Checker:
         self.add(path, "index-range", f"vertex index {index} is out of range (0..{n - 1})")
         return False
 
-    def run(self) -> list[Finding]:
+    def run(self) -> list[TrackFinding]:
         t = self.t
         for key, declared, actual in (
             ("num-vertices", t.num_vertices, len(t.vertices)),
@@ -312,6 +312,6 @@ class _Checker:
 
 def validate_track(
     track: Track, *, abs_tol_m: float = DEFAULT_ABS_TOL_M, rel_tol: float = DEFAULT_REL_TOL
-) -> list[Finding]:
+) -> list[TrackFinding]:
     """Every violation of what the format implies; an empty list means the track is sound."""
     return _Checker(track, abs_tol_m, rel_tol).run()

@@ -1,0 +1,229 @@
+"""What each install brings: the core (``pip install wrtfd``) reads, checks and dumps files without
+the daemon's libraries; ``wrtfd[daemon]`` runs the daemon; a command whose extra is missing says
+which one in a single line.
+
+The fresh-venv test builds the wheel once and installs it (and numpy, PyYAML, crc32c, then the
+daemon extra) with the test venv's pip from its cache: about 15 s, so it is marked slow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import grimp
+import pytest
+
+from tests.e2e.test_daemon_harness import Daemon, free_port, udp_source
+from tests.format.samples import write_car_file
+
+REPO = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+
+#: Import name -> distribution name, for the third-party imports of the package.
+DISTRIBUTION = {
+    "numpy": "numpy",
+    "yaml": "PyYAML",
+    "crc32c": "crc32c",
+    "anyio": "anyio",
+    "pydantic": "pydantic",
+    "serial": "pyserial-asyncio",  # pyserial comes with it
+    "serial_asyncio": "pyserial-asyncio",
+    "cantools": "cantools",
+    "pynmeagps": "pynmeagps",
+    "pyarrow": "pyarrow",
+    "matplotlib": "matplotlib",
+    "pandas": "pandas",
+}
+
+
+def _names(requirements: list[str]) -> set[str]:
+    out = set()
+    for req in requirements:
+        name = req.split(";")[0].split("[")[0]
+        for sep in "<>=!~ ":
+            name = name.split(sep)[0]
+        out.add(name.strip())
+    return out
+
+
+def _extra(name: str) -> set[str]:
+    return _names(PYPROJECT["project"]["optional-dependencies"][name])
+
+
+CORE = _names(PYPROJECT["project"]["dependencies"])
+
+
+def _third_party(graph: grimp.ImportGraph, package: str) -> set[str]:
+    """Distributions imported (directly or not) by ``package``; stdlib left out."""
+    roots = {m.split(".")[0] for m in graph.find_upstream_modules(package)} | {package.split(".")[0]}
+    roots |= {m.split(".")[0] for m in graph.find_modules_directly_imported_by(package)}
+    external = {r for r in roots if r != "wrtfd" and r not in sys.stdlib_module_names}
+    unknown = external - set(DISTRIBUTION)
+    assert unknown == set(), f"{package} imports {sorted(unknown)}: add it to DISTRIBUTION and pyproject"
+    return {DISTRIBUTION[r] for r in external}
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph(
+        "wrtfd", include_external_packages=True, cache_dir=None, exclude_type_checking_imports=True
+    )
+
+
+def test_the_core_is_light() -> None:
+    assert {"numpy", "PyYAML", "crc32c"} == CORE
+    assert {"anyio", "pydantic", "pyserial-asyncio", "cantools", "pynmeagps"} <= _extra("daemon")
+
+
+@pytest.mark.parametrize(
+    ("package", "extras"),
+    [
+        ("wrtfd.format", ()),
+        ("wrtfd.scheduler", ()),
+        ("wrtfd.recorder.recorder", ()),
+        ("wrtfd.importers", ()),
+        ("wrtfd.tracks.laps", ()),
+        ("wrtfd.cli.info", ()),
+        ("wrtfd.cli.validate", ()),
+        ("wrtfd.cli.dump", ()),
+        ("wrtfd.cli.simulate", ()),
+        ("wrtfd.daemon", ("daemon",)),
+        ("wrtfd.cli.run", ("daemon",)),
+        ("wrtfd.decoders.can_dbc", ("can",)),
+        ("wrtfd.format.export", ("parquet",)),
+        ("wrtfd.tracks.render", ("plot",)),
+        ("wrtfd.format.columns", ("pandas",)),
+    ],
+)
+def test_each_part_needs_only_its_extras(
+    graph: grimp.ImportGraph, package: str, extras: tuple[str, ...]
+) -> None:
+    allowed = set(CORE)
+    for extra in extras:
+        allowed |= _extra(extra)
+    assert _third_party(graph, package) - allowed == set()
+
+
+def test_all_is_every_extra_and_test_has_all() -> None:
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    named = {e for e in extras if e not in ("all", "test")}
+    assert extras["all"] == [f"wrtfd[{','.join(sorted(named, key=list(extras).index))}]"]
+    assert "wrtfd[all]" in extras["test"]
+
+
+def _run_without(modules: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``wrtfd ARGS`` in a process where importing any of ``modules`` fails, as if not installed."""
+    code = (
+        "import sys\n"
+        f"for name in {modules!r}:\n"
+        "    sys.modules[name] = None\n"
+        "from wrtfd.cli.main import main\n"
+        f"sys.exit(main({list(args)!r}))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("WRTFD_DEBUG", None)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+
+
+DAEMON_MISSING = (
+    "wrtfd: error: the recording daemon (wrtfd run, wrtfd config) needs anyio and pydantic:"
+    " install wrtfd[daemon]\n"
+)
+
+
+@pytest.mark.parametrize("args", [["run"], ["config", "show"]], ids=" ".join)
+def test_daemon_commands_without_the_extra_say_so_in_one_line(args: list[str]) -> None:
+    proc = _run_without(["anyio", "pydantic"], *args)
+    assert proc.returncode == 2
+    assert proc.stderr == DAEMON_MISSING
+
+
+def test_dbc_decoding_without_cantools_names_the_can_extra(tmp_path: Path) -> None:
+    code = (
+        "import sys\nsys.modules['cantools'] = None\n"
+        "from wrtfd.errors import MissingDependencyError\n"
+        "try:\n    import wrtfd.decoders.candump\n"
+        "except MissingDependencyError as exc:\n    print(exc.extra, exc)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout == ("can CAN decoding with a DBC file needs cantools: install wrtfd[can]\n")
+
+
+def _pip(*args: str) -> None:
+    """The test venv's pip (its cache and index settings), quiet unless it fails."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.slow
+def test_fresh_core_install_reads_files_and_the_daemon_extra_runs_the_daemon(tmp_path: Path) -> None:
+    # Build from a copy, so the build leaves nothing in the work tree.
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "wrtfd", src / "wrtfd", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    _pip("wheel", "--no-deps", "-w", str(tmp_path / "dist"), str(src))
+    (wheel,) = (tmp_path / "dist").glob("wrtfd-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    _pip("--python", python, "install", str(wheel))
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "WRTFD_DEBUG")}
+    work = tmp_path / "work"  # not the repo: the installed package must be the one imported
+    work.mkdir()
+    write_car_file(work / "run.wrtf")
+
+    def wrtfd(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(venv / "bin" / "wrtfd"), *args],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    for module in ("anyio", "pydantic", "cantools", "serial_asyncio", "pynmeagps"):
+        probe = subprocess.run([python, "-c", f"import {module}"], capture_output=True, timeout=60)
+        assert probe.returncode != 0, f"the core install brought {module}"
+    info = wrtfd("info", "--json", "run.wrtf")
+    assert info.returncode == 0, info.stderr
+    assert json.loads(info.stdout)["frames"] == 10
+    valid = wrtfd("validate", "run.wrtf")
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    dump = wrtfd("dump", "run.wrtf")
+    assert dump.returncode == 0, dump.stderr
+    assert len(dump.stdout.splitlines()) == 2 + 2 * 5  # a session line and 5 frames, twice
+    run = wrtfd("run")
+    assert (run.returncode, run.stderr) == (2, DAEMON_MISSING)
+
+    _pip("--python", python, "install", f"{wheel}[daemon]")
+    status_port = free_port()
+    config = (
+        udp_source("forza", "forza", free_port(socket.SOCK_DGRAM))
+        + f'[recorder]\noutput_dir = "{tmp_path / "rec"}"\n'
+        + f"[status]\nport = {status_port}\n"
+    )
+    daemon = Daemon(work, config, status_port=status_port, env=env, python=python).start()
+    try:
+        status = daemon.wait_ready()
+        assert status["sources"]["forza"]["state"] == "listening"
+        daemon.signal(signal.SIGTERM)
+        assert daemon.wait_exit() == 0, daemon.stderr
+    finally:
+        daemon.stop()

@@ -1,0 +1,68 @@
+"""The seam between building the daemon and running it.
+
+:mod:`wiring` turns a config into a :class:`Pipeline` (every source, its sink and the recorder,
+nothing bound or opened yet); :mod:`app` runs one. Neither imports the other's internals, so the
+pipeline's shape is the whole contract between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from wrtfd.daemon.config import LoadedConfig, SourceConfig
+from wrtfd.daemon.mapping import SampleTransform
+from wrtfd.daemon.rates import RateMeter
+from wrtfd.daemon.supervise import Backoff
+from wrtfd.recorder.groups import RecorderGroups
+from wrtfd.recorder.observe import ObserverHub
+from wrtfd.sources.base import SampleSink, Source
+
+if TYPE_CHECKING:
+    from wrtfd.tracks.lapchannels import LapChannels
+
+__all__ = ["BuiltSource", "Pipeline", "SourceHandle"]
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltSource:
+    """A source ready to run and what the recorder must know about it."""
+
+    config: SourceConfig
+    source: Source
+    definition: dict[str, Any]
+    transform: SampleTransform | None
+    address: str
+    #: The lap-channel plug-in (a ``LapChannels``) when the source has a ``track``.
+    laps: LapChannels | None = None
+
+
+@dataclass(slots=True)
+class SourceHandle:
+    """One configured source with what the daemon keeps about it."""
+
+    config: SourceConfig
+    source: Source
+    sink: SampleSink
+    address: str
+    backoff: Backoff
+    rate: RateMeter = field(default_factory=RateMeter)
+    ready: bool = False
+    logged_drops: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """Everything ``wrtfd run`` runs, built (or refused) before any I/O."""
+
+    loaded: LoadedConfig
+    handles: list[SourceHandle]
+    #: One live recorder per recording group, behind the single-recorder interface.
+    recorder: RecorderGroups
+    output_dir: Path
+    #: The environment the daemon sees (sd_notify, watchdog); None: ``os.environ``.
+    env: Mapping[str, str] | None = None
+    #: Every group's recorder publishes its events and live frames here (the observers' seam).
+    hub: ObserverHub = field(default_factory=ObserverHub)

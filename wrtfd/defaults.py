@@ -1,0 +1,28 @@
+"""Default values of the tunables that more than one layer (or the docs) quote.
+
+Stdlib only, no imports from the package: the pure layers (scheduler, decoders), the I/O layers
+(sources, recorder) and the daemon's config models all read their defaults from here, so a
+default lives in one place. What they mean is in ``docs/timing.md``; ``tests/test_docs.py``
+checks that the numbers the docs state equal these (and the config models' own defaults).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ARRIVAL_BUNCH_S",
+    "CLOCK_DRIFT_WINDOW_S",
+    "CLOCK_OFFSET_STEP_S",
+    "TICK_JITTER_S",
+    "UDP_READ_INTERVAL_S",
+]
+
+#: How long a tick stays open after its end for late or bunched samples (``jitter_s``).
+TICK_JITTER_S = 0.1
+#: The arrival delay an arrival-stamped source may build up before a gap is a pause (``bunch_s``).
+ARRIVAL_BUNCH_S = 0.035
+#: A source clock's offset moves only in steps of at least this much.
+CLOCK_OFFSET_STEP_S = 0.002
+#: A source clock's offset follows the least delay of the last one to two of these windows.
+CLOCK_DRIFT_WINDOW_S = 5.0
+#: Batched reads: how often a steady UDP feed's socket is read (seconds; 0: on arrival).
+UDP_READ_INTERVAL_S = 0.2
