@@ -233,7 +233,7 @@ def test_loss_within_the_documented_bound(campaign: CampaignResult) -> None:
     assert worst.loss_s <= worst.bound_s + TIMING_SLACK_S
 
 
-@pytest.mark.xfail(reason=ISSUE_13, strict=True)
+@pytest.mark.xfail(reason=ISSUE_13 + " (timing-dependent: may pass)", strict=False)
 def test_written_data_is_fsynced_within_the_documented_interval(campaign: CampaignResult) -> None:
     """Today: ~1.2 s while driving, and a footer written on idle waits until the next session."""
     wait = campaign.tally.fsync_wait_s
