@@ -1,3 +1,280 @@
-"""placeholder"""
-def is_savvycan_header(line: bytes) -> bool:
-    return line.replace(b" ", b"").lower().startswith(b"timestamp,id,extended,")
+"""``wrtfd import LOG --dbc [BUS=]FILE.dbc``: candump -l logs and SavvyCAN/GVRET CSV -> WRTF.
+
+Each bus of the log becomes a source named after it (candump's interface, ``can0``; SavvyCAN's
+``Bus`` column N, ``bus0``) whose frames are decoded with that bus's DBC by the same
+:class:`~wrtfd.decoders.can_dbc.DbcChannelDecoder` the live SLCAN source uses (cantools, every
+signal a channel). All buses share one recording (one car): one file with ``can0.*``,
+``can1.*`` channels. ``--dbc FILE`` applies to every bus; ``--dbc BUS=FILE`` to one, where BUS is
+the log's name for it or ``busN``/``N`` for the bus numbered N (``bus1`` is SavvyCAN's Bus 1 and
+candump's ``can1``). A bus without a DBC is not recorded (its frames are counted).
+
+Times: candump's are Unix seconds. SavvyCAN's are microseconds: since the epoch when they are
+that large, else relative to the start of the log, which is then placed at the file's
+modification time (``--start-timestamp`` overrides; a note says so).
+
+Counted, by reason: lines that are not log lines (``malformed``, ``bad_id``, ``bad_dlc``,
+``unsupported_fd``...), and per bus the frames that carry no channel (``can0: unmapped_id``:
+an id the DBC does not describe; ``wrong_size``: cantools refused the data length;
+``remote_frame``; ``no_dbc``). Frames are read twice: a first pass finds the buses (bounded to
+:data:`MAX_BUSES`) and the time base, the second decodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from wrtfd.decoders.base import Sample
+from wrtfd.decoders.can_dbc import CanFrame, DbcChannelDecoder
+from wrtfd.decoders.candump import MAX_LINE_BYTES, parse_candump
+from wrtfd.decoders.savvycan import SavvycanColumns, is_savvycan_header, parse_savvycan_row
+from wrtfd.errors import ConfigError, DecodeError, ImportFormatError
+from wrtfd.importers.output import check_output, place_outputs, staging_dir
+from wrtfd.importers.replay import GroupPlan, GroupReplay
+from wrtfd.importers.report import ImportReport, Progress
+
+__all__ = [
+    "DEFAULT_RATE_HZ",
+    "MAX_BUSES",
+    "import_can_log",
+    "is_savvycan_header",
+    "parse_dbc_options",
+    "run_import",
+]
+
+#: Frame rate when ``--rate`` is not given: CAN messages commonly come at up to 100 Hz.
+DEFAULT_RATE_HZ = 100
+#: Buses one log may name (a car has a handful; more is a garbage file).
+MAX_BUSES = 16
+#: Microsecond times at least this large are since the epoch (2001), smaller ones relative.
+EPOCH_US_MIN = 10**15
+_GROUP = "can"
+
+FrameReader = Callable[[bytes], tuple[str, CanFrame]]
+
+
+def parse_dbc_options(values: list[str]) -> tuple[Path | None, dict[str, Path]]:
+    """``--dbc FILE`` (every bus) and ``--dbc BUS=FILE`` -> (default, per bus).
+
+    :raises ConfigError: no --dbc, two defaults, or a bus named twice.
+    """
+    default: Path | None = None
+    per_bus: dict[str, Path] = {}
+    for value in values:
+        bus, eq, file = value.partition("=")
+        if not eq:
+            if default is not None:
+                raise ConfigError("--dbc FILE (for every bus) given twice; name buses with --dbc BUS=FILE")
+            default = Path(value)
+            continue
+        bus = bus.strip()
+        if not bus or not file:
+            raise ConfigError(f"--dbc {value!r}: expected FILE or BUS=FILE")
+        if bus in per_bus:
+            raise ConfigError(f"--dbc: bus {bus!r} given twice")
+        per_bus[bus] = Path(file)
+    if default is None and not per_bus:
+        raise ConfigError("a CAN log needs --dbc FILE.dbc (or --dbc BUS=FILE.dbc per bus) to name its signals")
+    return default, per_bus
+
+
+def _bus_number(label: str) -> int | None:
+    m = re.search(r"(\d+)\Z", label)
+    return int(m.group(1)) if m else None
+
+
+def dbc_for(bus: str, default: Path | None, per_bus: dict[str, Path]) -> Path | None:
+    """The DBC of ``bus``: its own name, else ``busN``/``N`` for its number, else the default."""
+    if bus in per_bus:
+        return per_bus[bus]
+    number = _bus_number(bus)
+    if number is not None:
+        for key in (f"bus{number}", str(number)):
+            if key in per_bus:
+                return per_bus[key]
+    return default
+
+
+def _source_name(bus: str) -> str:
+    name = re.sub(r"[^a-z0-9_]", "_", bus.lower())[:32]
+    return name if name[:1].isalpha() else f"bus_{name}"[:32]
+
+
+def _lines(path: Path, report: ImportReport, progress: Progress | None) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of every non-blank, non-comment line; over-long lines are counted."""
+    with path.open("rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if progress is not None and lineno & 0x3FFF == 0:
+                progress.update(fh.tell())
+            if len(line) > MAX_LINE_BYTES * 4:
+                report.drop("too_long")
+                continue
+            stripped = line.strip()
+            if stripped and not stripped.startswith(b"#"):
+                yield lineno, stripped
+
+
+def _reader(path: Path, fmt: str) -> tuple[FrameReader, int]:
+    """The line parser for ``fmt`` and the number of the first data line.
+
+    :raises ImportFormatError: a SavvyCAN file without its header.
+    """
+    if fmt == "candump":
+
+        def candump(line: bytes) -> tuple[str, CanFrame]:
+            frame = parse_candump(line)
+            return line.split(None, 2)[1].decode("ascii", "replace"), frame
+
+        return candump, 1
+    with path.open("rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if line.strip() and not line.startswith(b"#"):
+                if not is_savvycan_header(line[: MAX_LINE_BYTES * 4]):
+                    break
+                try:
+                    columns = SavvycanColumns.from_header(line)
+                except DecodeError as exc:
+                    raise ImportFormatError(f"{path}:{lineno}: {exc}") from None
+
+                def savvycan(row: bytes) -> tuple[str, CanFrame]:
+                    bus, frame = parse_savvycan_row(row, columns)
+                    return f"bus{bus}", frame
+
+                return savvycan, lineno + 1
+            if lineno > 64:
+                break
+    raise ImportFormatError(f"{path}: no SavvyCAN header line (Time Stamp,ID,Extended,...,LEN,D1...)")
+
+
+def _frames(
+    path: Path, read: FrameReader, first: int, report: ImportReport | None, progress: Progress | None
+) -> Iterator[tuple[str, CanFrame]]:
+    """Every frame; bad lines counted in ``report`` (the first pass counts nothing)."""
+    sink = report if report is not None else ImportReport(path, "lines")
+    for lineno, line in _lines(path, sink, progress):
+        if lineno < first:
+            continue
+        if report is not None:
+            report.read += 1
+        try:
+            yield read(line)
+        except DecodeError as exc:
+            if report is not None:
+                report.drop(exc.reason)
+
+
+def import_can_log(
+    path: Path,
+    output: Path,
+    *,
+    fmt: str,
+    dbc: list[str],
+    rate_hz: int | None = None,
+    start_timestamp_us: int | None = None,
+    force: bool = False,
+) -> ImportReport:
+    """Import a candump (``fmt="candump"``) or SavvyCAN (``"savvycan"``) log; see the module docstring.
+
+    :raises ConfigError: bad ``--dbc`` values or a DBC that does not load.
+    :raises ImportFormatError: nothing to import, an output that exists, too many buses.
+    :raises OSError: reading the input or writing the output.
+    """
+    from wrtfd.recorder import RecorderPolicy, SourceSpec
+
+    if output.suffix == ".wrtf":
+        check_output(output, force=force)
+    rate = rate_hz if rate_hz is not None else DEFAULT_RATE_HZ
+    if rate <= 0:
+        raise ImportFormatError(f"--rate must be a positive number of Hz, not {rate}")
+    default, per_bus = parse_dbc_options(dbc)
+    read, first = _reader(path, fmt)
+    buses: list[str] = []
+    first_ns: int | None = None
+    for bus, frame in _frames(path, read, first, None, None):
+        if first_ns is None:
+            first_ns = frame.timestamp_ns
+        if bus not in buses:
+            if len(buses) >= MAX_BUSES:
+                raise ImportFormatError(f"{path}: more than {MAX_BUSES} buses; not a CAN log of one car")
+            buses.append(bus)
+    report = ImportReport(path, "lines")
+    if first_ns is None:
+        for _ in _frames(path, read, first, report, None):  # counts the lines and why they failed
+            pass
+        report.check_any()
+        raise ImportFormatError(f"{path}: no CAN frame")  # not reached: nothing was imported
+    offset_ns = 0
+    if fmt == "savvycan" and first_ns < EPOCH_US_MIN * 1000:
+        if start_timestamp_us is None:
+            start_timestamp_us = int(path.stat().st_mtime) * 1_000_000
+            report.notes.append("the log's times are relative: placed at the file's modification time")
+        offset_ns = start_timestamp_us * 1000 - first_ns
+    elif start_timestamp_us is not None:
+        offset_ns = start_timestamp_us * 1000 - first_ns
+    decoders: dict[str, tuple[str, DbcChannelDecoder]] = {}
+    specs = []
+    for bus in buses:
+        path_dbc = dbc_for(bus, default, per_bus)
+        if path_dbc is None:
+            report.notes.append(f"bus {bus}: no --dbc for it, not recorded")
+            continue
+        name = _source_name(bus)
+        decoder = DbcChannelDecoder(dbc=path_dbc)
+        decoders[bus] = (name, decoder)
+        specs.append(SourceSpec(name=name, definition=decoder.definition, drives_frames=True))
+        report.notes.append(f"bus {bus} -> source {name} ({path_dbc.name})")
+    if not decoders:
+        raise ImportFormatError(f"{path}: no --dbc matches a bus of the log (buses: {', '.join(buses)})")
+    metadata = {"import.file": path.name, "import.format": fmt}
+    with staging_dir(output) as staging:
+        policy = RecorderPolicy(output_dir=staging, rate_hz=rate, session_idle_s=30.0)
+        groups = GroupReplay()
+        groups.add(GroupPlan(_GROUP, specs, policy, (), metadata))
+        progress = Progress(path.name, path.stat().st_size)
+        last_ns = -1
+        try:
+            for bus, frame in _frames(path, read, first, report, progress):
+                entry = decoders.get(bus)
+                if entry is None:
+                    report.drop(f"{bus}: no_dbc")
+                    continue
+                name, decoder = entry
+                try:
+                    values = decoder.decode_values(frame)
+                except DecodeError as exc:
+                    report.drop(f"{bus}: {exc.reason}")
+                    continue
+                ns = (frame.timestamp_ns or 0) + offset_ns
+                rx = ns if ns >= last_ns else last_ns
+                last_ns = rx
+                groups.push(Sample(name, rx, values, ns))
+                report.samples += 1
+            written = groups.finish()
+        except BaseException:
+            groups.close()
+            raise
+        progress.done()
+        report.check_any()
+        report.outputs = place_outputs(output, written, force=force)
+    return report
+
+
+def run_import(args: argparse.Namespace) -> int:
+    """Entry point for ``wrtfd import LOG --format candump|savvycan``."""
+    for option in ("config", "track"):
+        if getattr(args, option, None) is not None:
+            raise ImportFormatError(f"--{option} is not used for CAN log imports (give --dbc)")
+    report = import_can_log(
+        args.file,
+        args.output,
+        fmt=args.format,
+        dbc=args.dbc,
+        rate_hz=args.rate,
+        start_timestamp_us=args.start_timestamp,
+        force=args.force,
+    )
+    report.write(sys.stderr)
+    return 0
