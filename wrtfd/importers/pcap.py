@@ -50,7 +50,7 @@ _ANY_HOST = frozenset({"0.0.0.0", "::"})
 class _Route:
     """One source of the import: what the daemon's UdpSource does with a datagram, minus the socket."""
 
-    __slots__ = ("allow", "decode", "group", "last_key", "max_bytes", "name", "transform")
+    __slots__ = ("allow", "decode", "delivered", "group", "last_key", "max_bytes", "name", "transform")
 
     def __init__(self, built: Any) -> None:
         src = built.config
@@ -62,6 +62,7 @@ class _Route:
         self.allow = getattr(source, "allow", None)
         self.max_bytes: int = getattr(source, "max_datagram_bytes", 65507)
         self.last_key: object = None
+        self.delivered = 0
 
 
 class _Flow:
@@ -131,6 +132,7 @@ class _CaptureImport:
         #: the game's (src) port -> routes, for sources that contact the game (Assetto Corsa)
         self.by_game_port: dict[int, list[tuple[bytes | None, _Route]]] = {}
         self.every_route: _Route | None = None
+        self.by_name: dict[str, _Route] = {}
         members: dict[str, list[Any]] = {}
         for b in built:
             src = b.config
@@ -144,6 +146,7 @@ class _CaptureImport:
                 report.notes.append(f"source {src.source_name!r} ({src.kind}) is not in a capture's UDP")
                 continue
             route = _Route(b)
+            self.by_name[route.name] = route
             if every is not None:
                 self.every_route = route
             entries = table.setdefault(int(port or 0), [])
@@ -215,6 +218,7 @@ class _CaptureImport:
         )
         if route.transform is not None:
             sample = route.transform(sample)
+        route.delivered += 1
         self.groups.push(sample)
         report.samples += 1
 
@@ -251,9 +255,16 @@ class _CaptureImport:
                 )
 
     def _new_route(self, protocol: str, port: int) -> _Route:
-        """A source for a recognised flow, built like a configured one (its own group)."""
+        """The source of a recognised flow: the default's source of that game when it has had
+        no datagram (the game sends to another port than usual), else a new one, built like a
+        configured one, in a group of its own."""
         from wrtfd.daemon.config import UdpSourceConfig
         from wrtfd.daemon.wiring import build_source
+
+        self.report.notes.append(f"port {port}: recognised as {protocol} by its content")
+        idle = self.by_name.get(protocol)
+        if idle is not None and idle.delivered == 0:
+            return idle
 
         name = protocol if protocol not in self.names else f"{protocol}_{port}"
         self.names.add(name)
@@ -263,8 +274,8 @@ class _CaptureImport:
         built = build_source(self.loaded, self.built_count, src)
         self.built_count += 1
         self._add_group(name, [built])
-        self.report.notes.append(f"port {port}: recognised as {protocol} by its content")
-        return _Route(built)
+        route = self.by_name[name] = _Route(built)
+        return route
 
 
 def _packed(host: str) -> bytes | None:
@@ -295,7 +306,8 @@ def _loaded_config(config: Path | None, every: str | None, ports: Mapping[int, s
         }
     else:
         data = default_config_data(registry.all_protocols(), {})
-        data["sources"] = [s for s in data["sources"] if s["port"] not in ports]
+        named = set(ports.values())  # the game is on the port given, not on its usual one
+        data["sources"] = [s for s in data["sources"] if s["port"] not in ports and s["name"] not in named]
         for port, name in sorted(ports.items()):
             taken = {s["name"] for s in data["sources"]}
             label = name if name not in taken else f"{name}_{port}"
