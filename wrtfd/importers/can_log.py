@@ -110,10 +110,12 @@ def _lines(path: Path, report: ImportReport, progress: Progress | None) -> Itera
             if progress is not None and lineno & 0x3FFF == 0:
                 progress.update(fh.tell())
             if len(line) > MAX_LINE_BYTES * 4:
+                report.read += 1
                 report.drop("too_long")
                 continue
             stripped = line.strip()
             if stripped and not stripped.startswith(b"#"):
+                report.read += 1
                 yield lineno, stripped
 
 
@@ -156,9 +158,8 @@ def _frames(
     sink = report if report is not None else ImportReport(path, "lines")
     for lineno, line in _lines(path, sink, progress):
         if lineno < first:
+            sink.read -= 1  # the SavvyCAN header line
             continue
-        if report is not None:
-            report.read += 1
         try:
             yield read(line)
         except DecodeError as exc:
