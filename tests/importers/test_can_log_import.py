@@ -99,7 +99,9 @@ def check_file(path: Path, want: dict[int, dict[str, float]], sources: dict[str,
     return compared
 
 
-def test_subaru_log_equals_cantools(subaru: tuple[Path, Path, list[Frame]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_subaru_log_equals_cantools(
+    subaru: tuple[Path, Path, list[Frame]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     log, dbc, frames = subaru
     out = tmp_path / "subaru.wrtf"
     assert main(["import", str(log), "--dbc", str(dbc), "--rate", str(RATE), "-o", str(out)]) == 0
@@ -125,7 +127,10 @@ def two_bus_frames(frames: list[Frame]) -> list[Frame]:
 
 def write_candump(path: Path, frames: list[Frame]) -> None:
     path.write_text(
-        "".join(f"({t // 10**9}.{t % 10**9 // 1000:06d}) {bus} {i:03X}#{d.hex().upper()}\n" for bus, t, i, d in frames)
+        "".join(
+            f"({t // 10**9}.{t % 10**9 // 1000:06d}) {bus} {i:03X}#{d.hex().upper()}\n"
+            for bus, t, i, d in frames
+        )
     )
 
 
@@ -160,7 +165,9 @@ def test_two_buses_each_with_its_dbc_candump_and_savvycan(
     assert check_file(out_savvy, want, {"can0": "bus0", "can1": "bus1"}) > 40_000
 
 
-def test_bus_without_dbc_and_missing_dbc_option(subaru: tuple[Path, Path, list[Frame]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bus_without_dbc_and_missing_dbc_option(
+    subaru: tuple[Path, Path, list[Frame]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _log, dbc, frames = subaru
     log = tmp_path / "two.log"
     two = two_bus_frames(frames[:2000])
@@ -172,13 +179,22 @@ def test_bus_without_dbc_and_missing_dbc_option(subaru: tuple[Path, Path, list[F
     assert f"can1: no_dbc: {sum(1 for f in two if f[0] == 'can1')}" in err
 
 
-def test_garbage_lines_are_counted(subaru: tuple[Path, Path, list[Frame]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_garbage_lines_are_counted(
+    subaru: tuple[Path, Path, list[Frame]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     log, dbc, _frames = subaru
     lines = log.read_bytes().splitlines(keepends=True)[:500]
-    lines[10:10] = [b"garbage here\n", b"(1631416514.7) can0 FFFFFFFFF#00\n", b"(1631416514.717133) can0 123##100\n"]
+    lines[10:10] = [
+        b"garbage here\n",
+        b"(1631416514.7) can0 FFFFFFFFF#00\n",
+        b"(1631416514.717133) can0 123##100\n",
+    ]
     bad = tmp_path / "bad.log"
     bad.write_bytes(b"".join(lines))
-    assert main(["import", str(bad), "--format", "candump", "--dbc", str(dbc), "-o", str(tmp_path / "b.wrtf")]) == 0
+    assert (
+        main(["import", str(bad), "--format", "candump", "--dbc", str(dbc), "-o", str(tmp_path / "b.wrtf")])
+        == 0
+    )
     err = capsys.readouterr().err
     assert "malformed: 2" in err and "unsupported_fd: 1" in err
 
@@ -187,7 +203,12 @@ SAVVY_COLUMNS = SavvycanColumns.from_header(b"Time Stamp,ID,Extended,Dir,Bus,LEN
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.binary(max_size=120) | st.lists(st.text("0123456789abcdefxABCDEF-truefals ", max_size=12), max_size=16).map(lambda c: ",".join(c).encode()))
+@given(
+    st.binary(max_size=120)
+    | st.lists(st.text("0123456789abcdefxABCDEF-truefals ", max_size=12), max_size=16).map(
+        lambda c: ",".join(c).encode()
+    )
+)
 def test_fuzz_savvycan_rows(line: bytes) -> None:
     try:
         bus, frame = parse_savvycan_row(line, SAVVY_COLUMNS)
@@ -204,7 +225,9 @@ def test_fuzz_can_log_import_counts_every_line(tmp_path: Path, garbage: list[byt
     """Good lines mixed with garbage: the import succeeds, and lines read = kept + counted."""
     body = tmp_path / "body.dbc"
     body.write_text(BODY_DBC)
-    good = [f"(1700000000.{i:06d}) can0 140#{i % 256:02X}00{i % 200:02X}0000000000\n".encode() for i in range(20)]
+    good = [
+        f"(1700000000.{i:06d}) can0 140#{i % 256:02X}00{i % 200:02X}0000000000\n".encode() for i in range(20)
+    ]
     lines = [g for pair in zip(good, [*garbage, *[b""] * 20], strict=False) for g in pair if g.strip(b"\r\n")]
     log = tmp_path / "f.log"
     log.write_bytes(b"".join(ln if ln.endswith(b"\n") else ln + b"\n" for ln in lines))

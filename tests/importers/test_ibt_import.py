@@ -22,11 +22,15 @@ TYPES = {0: "B", 1: "?", 2: "i", 3: "I", 4: "f", 5: "d"}
 
 def sdk_layout(raw: bytes) -> tuple[dict[str, int], dict[str, tuple[int, int, int, str]]]:
     """Header fields and name -> (type, offset, count, unit), by the SDK's byte offsets."""
-    ver, status, rate, _upd, info_len, info_off, nvars, var_off, nbuf, buf_len = struct.unpack_from("<10i", raw, 0)
+    ver, _status, rate, _upd, info_len, info_off, nvars, var_off, _nbuf, buf_len = struct.unpack_from(
+        "<10i", raw, 0
+    )
     (_tick, buf_off) = struct.unpack_from("<ii", raw, 48)
     records = struct.unpack_from("<i", raw, 112 + 28)[0]
-    header = {"ver": ver, "rate": rate, "nvars": nvars, "buf_len": buf_len, "buf_off": buf_off, "records": records,
-              "info_off": info_off, "info_len": info_len}  # fmt: skip
+    header = {
+        "ver": ver, "rate": rate, "nvars": nvars, "buf_len": buf_len, "buf_off": buf_off,
+        "records": records, "info_off": info_off, "info_len": info_len,
+    }  # fmt: skip
     variables = {}
     for i in range(nvars):
         at = var_off + 144 * i
@@ -39,7 +43,9 @@ def sdk_layout(raw: bytes) -> tuple[dict[str, int], dict[str, tuple[int, int, in
 
 def value(raw: bytes, header: dict[str, int], var: tuple[int, int, int, str], row: int) -> object:
     vtype, offset, count, _unit = var
-    return struct.unpack_from("<" + TYPES[vtype] * count, raw, header["buf_off"] + row * header["buf_len"] + offset)
+    return struct.unpack_from(
+        "<" + TYPES[vtype] * count, raw, header["buf_off"] + row * header["buf_len"] + offset
+    )
 
 
 def test_valid_ibt(shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -63,12 +69,16 @@ def test_valid_ibt(shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixt
         for row in (0, 1, 200, 389):
             want = value(raw, header, var, row)
             got = block[name][row]
-            np.testing.assert_array_equal(np.ravel(got), np.array(want, dtype=block.dtype[name].base), err_msg=f"{name}[{row}]")
+            np.testing.assert_array_equal(
+                np.ravel(got), np.array(want, dtype=block.dtype[name].base), err_msg=f"{name}[{row}]"
+            )
     assert float(block["Lat"][0]) == 47.21992210488274
     assert meta["Track"] == "Red Bull Ring"
     assert meta["Car"] == "Mercedes-AMG W13 E Performance"
     assert meta["Driver"]
-    yaml_text = raw[header["info_off"] : header["info_off"] + header["info_len"]].split(b"\0")[0].decode("latin-1")
+    yaml_text = (
+        raw[header["info_off"] : header["info_off"] + header["info_len"]].split(b"\0")[0].decode("latin-1")
+    )
     assert meta["wrtfd.ibt.session_info"] == yaml_text
     assert list(frames["laps"]["lap_number"][[0, -1]]) == [9, 9]  # the file's Lap
     np.testing.assert_array_equal(frames["laps"]["lap_distance"], block["LapDist"])
@@ -102,7 +112,9 @@ def test_units_and_descriptions(shared_data: Path, tmp_path: Path) -> None:
         ("live_test_file.ibt", "live shared memory"),
     ],
 )
-def test_bad_ibt_files(shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, message: str) -> None:
+def test_bad_ibt_files(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, message: str
+) -> None:
     out = tmp_path / "x.wrtf"
     assert main(["import", str(shared_data / "ibt" / name), "--format", "ibt", "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -56,13 +56,17 @@ def test_gpsd_log_import_matches_golden(shared_data: Path, tmp_path: Path, log_n
 
 
 def test_mixed_endings_bad_checksums_and_time_going_back(shared_data: Path, tmp_path: Path) -> None:
-    lines = [ln for ln in (shared_data / "nmea" / "bu353s4.log").read_bytes().splitlines() if ln.startswith(b"$")]
+    lines = [
+        ln for ln in (shared_data / "nmea" / "bu353s4.log").read_bytes().splitlines() if ln.startswith(b"$")
+    ]
     endings = [b"\n", b"\r\n", b"\r"]
     body = b"".join(ln + endings[i % 3] for i, ln in enumerate(lines))
     replayed = b"".join(ln + b"\n" for ln in lines[:20])  # an earlier stretch again: time goes back
     broken = lines[5][:-2] + b"00\n"  # a bad checksum
     log = tmp_path / "mixed.log"
-    log.write_bytes(b"# a comment\n\n2021-01-01T00:00:00Z " + body + replayed + broken + b"$$" + lines[6][1:] + b"\n")
+    log.write_bytes(
+        b"# a comment\n\n2021-01-01T00:00:00Z " + body + replayed + broken + b"$$" + lines[6][1:] + b"\n"
+    )
     out = tmp_path / "m.wrtf"
     report = import_nmea_log(log, out)
     assert report.dropped["time_went_back"] > 0
@@ -89,7 +93,11 @@ def test_no_dated_fix_is_an_error(tmp_path: Path) -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.binary(max_size=90) | st.sampled_from([b"$GPRMC,", b"$$", b"!AIVDM,1", b"\r", b"#"]), max_size=30))
+@given(
+    st.lists(
+        st.binary(max_size=90) | st.sampled_from([b"$GPRMC,", b"$$", b"!AIVDM,1", b"\r", b"#"]), max_size=30
+    )
+)
 def test_fuzz_nmea_log(shared_data: Path, tmp_path: Path, junk: list[bytes]) -> None:
     """A real log with hostile lines in between: the import only raises ImportFormatError, and
     every line is either a sample or counted."""

@@ -64,7 +64,9 @@ def frames_of(path: Path) -> tuple[np.ndarray, dict[str, str]]:
         return np.array(r.frames(0)), dict(r.metadata)
 
 
-def test_two_games_become_two_files(shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_two_games_become_two_files(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     forza = paced_forza(shared_data, 120)
     f1 = f1_stream(shared_data, 90)  # 4 packets per game frame
     cap = tmp_path / "rig.pcapng"
@@ -105,7 +107,8 @@ def test_classic_pcap_over_ethernet_by_hand(shared_data: Path, tmp_path: Path) -
     forza = paced_forza(shared_data, 30)
     eth = b"\x02" * 12 + b"\x08\x00"
     records = [
-        (T0_NS + round(i * 1e9 / 60), eth + ipv4_udp(GAME[0], GAME[1], RIG, 5301, d)) for i, d in enumerate(forza)
+        (T0_NS + round(i * 1e9 / 60), eth + ipv4_udp(GAME[0], GAME[1], RIG, 5301, d))
+        for i, d in enumerate(forza)
     ]
     cap = tmp_path / "hand.pcap"
     cap.write_bytes(classic_pcap(records, linktype=LINKTYPE_ETHERNET, nano=False))

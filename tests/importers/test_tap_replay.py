@@ -59,7 +59,8 @@ protocol = "f1"
 host = "127.0.0.1"
 port = {f1_port}
 group = "f1"
-mapping = {{ include = ["speed", "frame_identifier", "engine_rpm", "all_lap_distance"], rename = {{ engine_rpm = "rpm" }} }}
+mapping.include = ["speed", "frame_identifier", "engine_rpm", "all_lap_distance"]
+mapping.rename = {{ engine_rpm = "rpm" }}
 
 [recorder]
 output_dir = "{out}"

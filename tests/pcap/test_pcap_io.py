@@ -64,7 +64,9 @@ def test_classic_pcap_by_hand(tmp_path: Path, order: str, nano: bool) -> None:
     frames = [ipv4_udp("10.0.0.2", 40000 + i, "10.0.0.9", 5301, bytes([i]) * (10 + i)) for i in range(5)]
     stamps = [T0_NS + i * 16_666_667 for i in range(5)]
     path = tmp_path / "c.pcap"
-    path.write_bytes(classic_pcap(list(zip(stamps, frames, strict=True)), linktype=LINKTYPE_RAW, nano=nano, order=order))
+    path.write_bytes(
+        classic_pcap(list(zip(stamps, frames, strict=True)), linktype=LINKTYPE_RAW, nano=nano, order=order)
+    )
     assert capture_kind(path.read_bytes()[:12]) == "pcap"
     packets, reader = read_all(path)
     want = stamps if nano else [t // 1000 * 1000 for t in stamps]
@@ -235,7 +237,11 @@ def test_fuzz_reader_counts_or_refuses(tmp_path: Path, data: bytes, cut: int, fl
     raw = bytearray(base.read_bytes())
     pos = flip % len(raw)
     raw[pos : pos + len(data[:16])] = data[:16]
-    variants = [bytes(raw[: len(raw) - cut]), bytes(raw[:8]) + data, classic_pcap([], linktype=1, nano=False) + data]
+    variants = [
+        bytes(raw[: len(raw) - cut]),
+        bytes(raw[:8]) + data,
+        classic_pcap([], linktype=1, nano=False) + data,
+    ]
     for i, blob in enumerate(variants):
         path = tmp_path / f"f{i}.cap"
         path.write_bytes(blob)
@@ -249,11 +255,16 @@ def test_fuzz_reader_counts_or_refuses(tmp_path: Path, data: bytes, cut: int, fl
                 linktype = reader.interfaces[index].linktype
                 result = parse_udp(linktype if linktype is not None else -1, frame, ts)
                 assert isinstance(result, str) or result.payload is not None
-            assert set(reader.drops.as_dict()) <= {"truncated_block", "corrupt_block", "bad_interface", "no_timestamp"}
+            assert set(reader.drops.as_dict()) <= {
+                "truncated_block",
+                "corrupt_block",
+                "bad_interface",
+                "no_timestamp",
+            }
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.sampled_from(sorted(LINK_HEADERS) + [LINKTYPE_RAW]), st.binary(max_size=200))
+@given(st.sampled_from([*sorted(LINK_HEADERS), LINKTYPE_RAW]), st.binary(max_size=200))
 def test_fuzz_packet_parser(linktype: int, frame: bytes) -> None:
     result = parse_udp(linktype, frame, 1)
     if isinstance(result, str):

@@ -44,6 +44,7 @@ from wrtfd.sources.serial import SerialLineSource, SerialSettings
 NMEA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nmea"
 LOGS = sorted(p.name for p in NMEA_DIR.glob("*.log")) if NMEA_DIR.is_dir() else []
 
+
 async def read_through_pty(data: bytes) -> tuple[list[Sample], SerialLineSource]:
     device = PtyDevice()
     source = SerialLineSource("gps", SerialSettings(path=device.path, baudrate=115200), NmeaDecoder())

@@ -31,9 +31,9 @@ __all__ = [
     "PROTOCOLS",
     "OutGaugeDecoder",
     "OutSim2Decoder",
+    "OutSimDecoder",
     "looks_like_outgauge",
     "looks_like_outsim",
-    "OutSimDecoder",
     "outsim2_size",
 ]
 

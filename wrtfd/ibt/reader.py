@@ -122,10 +122,10 @@ def looks_like_ibt(head: bytes, size: int) -> bool:
         and 1 <= nvars <= MAX_VARS
         and 1 <= nbuf <= MAX_BUFS
         and 1 <= buf_len <= MAX_ROW_BYTES
-        and HEADER_SIZE <= var_off
+        and var_off >= HEADER_SIZE
         and var_off + nvars * VAR_HEADER_SIZE <= size
-        and 0 <= info_len
-        and HEADER_SIZE <= info_off
+        and info_len >= 0
+        and info_off >= HEADER_SIZE
         and info_off + info_len <= size
     )
 
@@ -208,9 +208,9 @@ class IbtFile:
             raise self._bad(f"row length {buf_len} (expected 1..{MAX_ROW_BYTES})")
         if size < HEADER_SIZE + DISK_HEADER_SIZE:
             raise self._bad(f"{size} bytes, shorter than the header and disk sub-header")
-        if not (HEADER_SIZE + DISK_HEADER_SIZE <= var_off and var_off + nvars * VAR_HEADER_SIZE <= size):
+        if not (var_off >= HEADER_SIZE + DISK_HEADER_SIZE and var_off + nvars * VAR_HEADER_SIZE <= size):
             raise self._bad(f"variable headers at {var_off} ({nvars} x {VAR_HEADER_SIZE} B) outside the file")
-        if not (0 <= info_len <= MAX_SESSION_INFO_BYTES and 0 <= info_off and info_off + info_len <= size):
+        if not (0 <= info_len <= MAX_SESSION_INFO_BYTES and info_off >= 0 and info_off + info_len <= size):
             raise self._bad(f"session info at {info_off} ({info_len} B) outside the file")
         _tick, buf_off = _VARBUF.unpack_from(m, 48)
         if not HEADER_SIZE + DISK_HEADER_SIZE <= buf_off <= size:
@@ -245,7 +245,7 @@ class IbtFile:
             if vtype not in VAR_TYPES:
                 raise self._bad(f"{where}: type {vtype} (expected 0..5)")
             item = np.dtype(VAR_TYPES[vtype][0]).itemsize
-            if not 1 <= count <= h.buf_len or not 0 <= offset or offset + item * count > h.buf_len:
+            if not 1 <= count <= h.buf_len or not offset >= 0 or offset + item * count > h.buf_len:
                 raise self._bad(f"{where}: {count} x {item} B at {offset} outside the {h.buf_len}-byte row")
             if not name:
                 raise self._bad(f"{where}: no name")

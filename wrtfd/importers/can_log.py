@@ -77,7 +77,9 @@ def parse_dbc_options(values: list[str]) -> tuple[Path | None, dict[str, Path]]:
             raise ConfigError(f"--dbc: bus {bus!r} given twice")
         per_bus[bus] = Path(file)
     if default is None and not per_bus:
-        raise ConfigError("a CAN log needs --dbc FILE.dbc (or --dbc BUS=FILE.dbc per bus) to name its signals")
+        raise ConfigError(
+            "a CAN log needs --dbc FILE.dbc (or --dbc BUS=FILE.dbc per bus) to name its signals"
+        )
     return default, per_bus
 
 
@@ -119,6 +121,14 @@ def _lines(path: Path, report: ImportReport, progress: Progress | None) -> Itera
                 yield lineno, stripped
 
 
+def _savvycan_reader(columns: SavvycanColumns) -> FrameReader:
+    def savvycan(row: bytes) -> tuple[str, CanFrame]:
+        bus, frame = parse_savvycan_row(row, columns)
+        return f"bus{bus}", frame
+
+    return savvycan
+
+
 def _reader(path: Path, fmt: str) -> tuple[FrameReader, int]:
     """The line parser for ``fmt`` and the number of the first data line.
 
@@ -141,11 +151,7 @@ def _reader(path: Path, fmt: str) -> tuple[FrameReader, int]:
                 except DecodeError as exc:
                     raise ImportFormatError(f"{path}:{lineno}: {exc}") from None
 
-                def savvycan(row: bytes) -> tuple[str, CanFrame]:
-                    bus, frame = parse_savvycan_row(row, columns)
-                    return f"bus{bus}", frame
-
-                return savvycan, lineno + 1
+                return _savvycan_reader(columns), lineno + 1
             if lineno > 64:
                 break
     raise ImportFormatError(f"{path}: no SavvyCAN header line (Time Stamp,ID,Extended,...,LEN,D1...)")

@@ -24,6 +24,7 @@ The frame rate is the receiver's own (the median step between fix times, 1-100 H
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 import statistics
 import sys
@@ -96,7 +97,7 @@ def _sentence(line: bytes, report: ImportReport) -> Iterator[bytes]:
 
 def receiver_rate_hz(times_ns: list[int]) -> int:
     """The receiver's rate: 1 / the median step between distinct fix times (1-100 Hz)."""
-    steps = [b - a for a, b in zip(times_ns, times_ns[1:], strict=False) if b > a]
+    steps = [b - a for a, b in itertools.pairwise(times_ns) if b > a]
     if not steps:
         return 1
     return max(1, min(100, round(1e9 / statistics.median(steps))))

@@ -37,7 +37,7 @@ from wrtfd.errors import ConfigError, DecodeError, ImportFormatError
 from wrtfd.importers.output import check_output, place_outputs, staging_dir
 from wrtfd.importers.replay import GroupPlan, GroupReplay
 from wrtfd.importers.report import ImportReport, Progress
-from wrtfd.pcap.links import SUPPORTED_LINK_TYPES, LINKTYPE_USER0, parse_udp
+from wrtfd.pcap.links import LINKTYPE_USER0, SUPPORTED_LINK_TYPES, parse_udp
 from wrtfd.pcap.reader import CaptureReader
 
 __all__ = ["SNIFF_MAX_DATAGRAMS", "import_capture", "parse_protocol_options", "run_import"]
@@ -311,7 +311,9 @@ def _loaded_config(config: Path | None, every: str | None, ports: Mapping[int, s
         for port, name in sorted(ports.items()):
             taken = {s["name"] for s in data["sources"]}
             label = name if name not in taken else f"{name}_{port}"
-            data["sources"].append({"kind": "udp", "name": label, "protocol": name, "port": port, "group": label})
+            data["sources"].append(
+                {"kind": "udp", "name": label, "protocol": name, "port": port, "group": label}
+            )
     origin = "--protocol" if every is not None or ports else "built-in default"
     parsed = parse_config(data, origin)
     check_protocols(parsed, origin)

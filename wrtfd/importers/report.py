@@ -80,7 +80,9 @@ class Progress:
         if now - self._last < 0.25:
             return
         self._last = now
-        self._stream.write(f"\rimporting {self._label}: {100 * min(done_bytes, self._total) // self._total:3d}%")
+        self._stream.write(
+            f"\rimporting {self._label}: {100 * min(done_bytes, self._total) // self._total:3d}%"
+        )
         self._stream.flush()
 
     def done(self) -> None:

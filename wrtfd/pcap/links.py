@@ -68,7 +68,9 @@ _MAX_IPV6_EXTENSIONS = 8
 _U16_BE = struct.Struct("!H")
 _U32_BE = struct.Struct("!I")
 _U32_LE = struct.Struct("<I")
-_IPV4 = struct.Struct("!BBHHHBBH4s4s")  # ver/ihl, tos, total length, id, flags/frag, ttl, proto, sum, src, dst
+_IPV4 = struct.Struct(
+    "!BBHHHBBH4s4s"
+)  # ver/ihl, tos, total length, id, flags/frag, ttl, proto, sum, src, dst
 _IPV6 = struct.Struct("!IHBB16s16s")  # ver/class/flow, payload length, next header, hops, src, dst
 _UDP = struct.Struct("!HHHH")  # source port, destination port, length, checksum
 
@@ -227,7 +229,9 @@ def build_udp_header(src: tuple[str, int], dst: tuple[str, int], payload: bytes)
     if len(src_raw) == 4:
         if udp_len + 20 > 0xFFFF:
             raise ValueError(f"a {len(payload)}-byte payload does not fit an IPv4 datagram")
-        header = bytearray(_IPV4.pack(0x45, 0, 20 + udp_len, 0, 0x4000, 64, _IPPROTO_UDP, 0, src_raw, dst_raw))
+        header = bytearray(
+            _IPV4.pack(0x45, 0, 20 + udp_len, 0, 0x4000, 64, _IPPROTO_UDP, 0, src_raw, dst_raw)
+        )
         struct.pack_into("!H", header, 10, in_cksum(bytes(header)))
         return bytes(header) + _UDP.pack(src[1], dst[1], udp_len, 0)
     if udp_len > 0xFFFF:
