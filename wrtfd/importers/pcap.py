@@ -155,6 +155,7 @@ class _CaptureImport:
         for group, group_built in members.items():
             self._add_group(group, group_built)
         self.sniffers = registry.sniffers("udp") if loaded.origin == "built-in default" else {}
+        self.push = groups.push
         self.flows: dict[int, _Flow] = {}
 
     def _add_group(self, group: str, group_built: list[Any]) -> None:
@@ -186,20 +187,20 @@ class _CaptureImport:
         return flow.route if flow.route is not None else flow
 
     def deliver(self, route: _Route, ts_ns: int, sender: bytes, payload: bytes) -> None:
-        report = self.report
+        """What UdpSource's handler does with a datagram (allowlist, size, decode, session key)."""
         if route.allow is not None and not route.allow.allows(_text(sender)):
-            report.drop(f"{route.name}: sender_not_allowed")
+            self.report.drop(f"{route.name}: sender_not_allowed")
             return
         if len(payload) > route.max_bytes:
-            report.drop(f"{route.name}: too_large")
+            self.report.drop(f"{route.name}: too_large")
             return
         try:
             decoded = route.decode(payload)
         except DecodeError as exc:
-            report.drop(f"{route.name}: {exc.reason}")
+            self.report.drop(f"{route.name}: {exc.reason}")
             return
         except Exception:  # a decoder bug: counted like the live source does, never fatal
-            report.drop(f"{route.name}: decoder_error")
+            self.report.drop(f"{route.name}: decoder_error")
             return
         if decoded is None:
             return
@@ -219,8 +220,7 @@ class _CaptureImport:
         if route.transform is not None:
             sample = route.transform(sample)
         route.delivered += 1
-        self.groups.push(sample)
-        report.samples += 1
+        self.push(sample)
 
     def sniff(self, flow: _Flow, dport: int, ts_ns: int, sender: bytes, payload: bytes) -> None:
         """Narrow the flow's candidates with one more datagram; decide when one is left."""
@@ -379,6 +379,7 @@ def _run(reader: CaptureReader, state: _CaptureImport, report: ImportReport, fir
     cache: dict[tuple[bytes, int, bytes, int], Any] = {}
     last_ns = -1
     held = 0
+    read = 0
     for n, (ts_ns, index, data) in enumerate(reader.packets(), 1):
         if n & 0x3FFF == 0:
             progress.update(reader.position)
@@ -390,7 +391,7 @@ def _run(reader: CaptureReader, state: _CaptureImport, report: ImportReport, fir
         if isinstance(datagram, str):
             drop(datagram)
             continue
-        report.read += 1
+        read += 1
         if not first_ns:
             first_ns.append(ts_ns)
         if ts_ns < last_ns:  # a merged or re-ordered capture: keep time from running backwards
@@ -410,8 +411,10 @@ def _run(reader: CaptureReader, state: _CaptureImport, report: ImportReport, fir
             deliver(route, ts_ns, datagram.src, datagram.payload)
         else:
             state.sniff(route, datagram.dst_port, ts_ns, datagram.src, datagram.payload)
+    report.read = read
     state.finish_flows()
     progress.done()
+    report.samples = sum(r.delivered for r in state.by_name.values())
     if held:
         report.notes.append(f"{held} datagrams stamped before the previous one were held at its time")
 

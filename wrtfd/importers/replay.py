@@ -41,6 +41,7 @@ class GroupReplay:
         self._plans: dict[str, GroupPlan] = {}
         self._group_of: dict[str, str] = {}
         self._replayers: dict[str, Any] = {}
+        self._push_of: dict[str, Any] = {}  # source -> its group's replayer's push, once started
         self._wall_us = wall_us or (lambda rx_ns: rx_ns // 1000)
 
     def add(self, plan: GroupPlan) -> None:
@@ -54,6 +55,13 @@ class GroupReplay:
         self._plans[plan.name] = plan
 
     def push(self, sample: Sample) -> None:
+        push = self._push_of.get(sample.source)
+        if push is None:
+            push = self._start(sample)
+        push(sample)
+
+    def _start(self, sample: Sample) -> Any:
+        """The push of the sample's group, whose replayer starts with this sample if need be."""
         group = self._group_of[sample.source]
         replayer = self._replayers.get(group)
         if replayer is None:
@@ -68,7 +76,8 @@ class GroupReplay:
                 metadata=plan.metadata,
                 derived=plan.derived,
             )
-        replayer.push(sample)
+        self._push_of[sample.source] = replayer.push
+        return replayer.push
 
     def finish(self) -> dict[str, list[Path]]:
         """Finish every recording; returns the files written per group (groups in first-sample order)."""
@@ -86,3 +95,4 @@ class GroupReplay:
         for replayer in self._replayers.values():
             replayer.close()
         self._replayers = {}
+        self._push_of = {}

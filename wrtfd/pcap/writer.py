@@ -8,9 +8,11 @@
 * Timestamps are integer nanoseconds (``if_tsresol`` = 9), so a replayed tap places every
   sample at exactly the time the live source gave it.
 
-Blocks are dpkt's (Section Header, Interface Description with options, Enhanced Packet); one
-Enhanced Packet Block object is reused for every packet, which costs about 2.4 us a packet here
-against 5 us for a new block each time and 25 us with python-pcapng (``bench/bench_pcap.py``).
+Blocks are dpkt's: the Section Header and Interface Descriptions (with their options) are dpkt
+block objects; each packet's Enhanced Packet Block is packed with one :class:`struct.Struct`
+compiled from dpkt's own field table for that block (``__hdr__``), because building a dpkt
+block object per packet costs 2-3 times as much, and python-pcapng ten times
+(``bench/bench_import.py`` prints the per-packet costs side by side).
 
 A file is a sequence of whole blocks: each :meth:`PcapngWriter.write_datagram` writes one block
 with one ``write()`` into the file's buffer, so a crash leaves a readable prefix (at most the
@@ -20,6 +22,7 @@ Interfaces must be added before the first packet.
 
 from __future__ import annotations
 
+import struct
 from typing import BinaryIO
 
 from dpkt import pcapng as dpkt_pcapng
@@ -33,6 +36,7 @@ _TSRESOL_NS = b"\x09"
 _SNAPLEN = 0x40000
 #: IPv4/UDP headers kept for reuse (per addresses, ports and length: a game's datagrams repeat them).
 _HEADER_CACHE_ENTRIES = 256
+_PAD = (b"", b"\0", b"\0\0", b"\0\0\0")
 
 
 def _option(code: int, data: bytes) -> dpkt_pcapng.PcapngOptionLE:
@@ -58,8 +62,9 @@ class PcapngWriter:
         )
         stream.write(bytes(shb))
         self._headers: dict[tuple[tuple[str, int], tuple[str, int], int], bytes] = {}
-        self._epb = dpkt_pcapng.EnhancedPacketBlockLE()
-        self._epb.opts = []
+        fields = dpkt_pcapng.EnhancedPacketBlockLE.__hdr__
+        self._epb = struct.Struct("<" + "".join(f[1] for f in fields[:-1]))  # the total length follows the data
+        self._epb_type = dpkt_pcapng.PCAPNG_BT_EPB
 
     @property
     def interface_count(self) -> int:
@@ -97,12 +102,13 @@ class PcapngWriter:
         if ts_ns < 0:
             raise ValueError(f"negative timestamp {ts_ns}")
         self._started = True
-        epb = self._epb
-        epb.iface_id = interface
-        epb.ts_high = (ts_ns >> 32) & 0xFFFFFFFF
-        epb.ts_low = ts_ns & 0xFFFFFFFF
-        epb.pkt_data = data
-        self._stream.write(bytes(epb))
+        size = len(data)
+        pad = -size % 4
+        total = self._epb.size + size + pad + 4
+        head = self._epb.pack(
+            self._epb_type, total, interface, (ts_ns >> 32) & 0xFFFFFFFF, ts_ns & 0xFFFFFFFF, size, size
+        )
+        self._stream.write(b"".join((head, data, _PAD[pad], total.to_bytes(4, "little"))))
 
     def write_datagram(
         self, interface: int, ts_ns: int, src: tuple[str, int], dst: tuple[str, int], payload: bytes
