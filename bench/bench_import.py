@@ -181,7 +181,8 @@ def main() -> None:
             size = len(pkt)
             pad = -size % 4
             total = 32 + size + pad
-            f.write(epb.pack(6, total, 0, ts >> 32, ts & 0xFFFFFFFF, size, size) + pkt + bytes(pad) + total.to_bytes(4, "little"))
+            head = epb.pack(6, total, 0, ts >> 32, ts & 0xFFFFFFFF, size, size)
+            f.write(head + pkt + bytes(pad) + total.to_bytes(4, "little"))
         return m
 
     writers = [("wrtfd PcapngWriter (dpkt blocks)", wrtfd_writer), ("bare struct.pack (floor)", bare_struct)]

@@ -34,7 +34,7 @@ from wrtfd.decoders.savvycan import SavvycanColumns, is_savvycan_header, parse_s
 from wrtfd.errors import ConfigError, DecodeError, ImportFormatError
 from wrtfd.importers.output import check_output, place_outputs, staging_dir
 from wrtfd.importers.replay import GroupPlan, GroupReplay
-from wrtfd.importers.report import ImportReport, Progress
+from wrtfd.importers.report import ImportReport, Progress, refuse_options
 
 __all__ = [
     "DEFAULT_RATE_HZ",
@@ -271,9 +271,7 @@ def import_can_log(
 
 def run_import(args: argparse.Namespace) -> int:
     """Entry point for ``wrtfd import LOG --format candump|savvycan``."""
-    for option in ("config", "track"):
-        if getattr(args, option, None) is not None:
-            raise ImportFormatError(f"--{option} is not used for CAN log imports (give --dbc)")
+    refuse_options(args, "CAN log (give --dbc)", "config", "track")
     report = import_can_log(
         args.file,
         args.output,

@@ -30,7 +30,7 @@ from wrtfd.decoders.base import Sample, generated_definition
 from wrtfd.errors import ImportFormatError
 from wrtfd.ibt.reader import IbtFile, looks_like_ibt
 from wrtfd.importers.output import check_output, replay_into_file
-from wrtfd.importers.report import ImportReport, Progress
+from wrtfd.importers.report import ImportReport, Progress, earliest_start_us, refuse_options
 
 __all__ = ["SOURCE_NAME", "IbtLapChannels", "import_ibt", "looks_like_ibt", "run_import"]
 
@@ -224,7 +224,7 @@ def import_ibt(
             output=output,
             source=SourceSpec(name=SOURCE_NAME, definition=_definition(ibt), drives_frames=True),
             rate_hz=rate,
-            start_timestamp_us=max(start_us, -(-500_000 // rate)),
+            start_timestamp_us=max(start_us, earliest_start_us(rate)),
             metadata=metadata,
             derived=derived,
             policy_options={"session_idle_s": None},
@@ -236,9 +236,7 @@ def import_ibt(
 
 def run_import(args: argparse.Namespace) -> int:
     """Entry point for ``wrtfd import FILE.ibt`` (see ``wrtfd.cli.import_cmd``)."""
-    for option in ("config", "track"):
-        if getattr(args, option, None) is not None:
-            raise ImportFormatError(f"--{option} is not used for .ibt imports")
+    refuse_options(args, ".ibt", "config", "track")
     report = import_ibt(
         args.file, args.output, rate_hz=args.rate, start_timestamp_us=args.start_timestamp, force=args.force
     )

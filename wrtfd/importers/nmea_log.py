@@ -35,7 +35,7 @@ from wrtfd.decoders.base import Sample
 from wrtfd.decoders.nmea import NmeaDecoder
 from wrtfd.errors import DecodeError, ImportFormatError
 from wrtfd.importers.output import check_output, replay_into_file
-from wrtfd.importers.report import ImportReport, Progress
+from wrtfd.importers.report import ImportReport, Progress, earliest_start_us, refuse_options
 
 __all__ = ["SOURCE_NAME", "import_nmea_log", "receiver_rate_hz", "run_import", "sentences"]
 
@@ -178,7 +178,7 @@ def import_nmea_log(
         output=output,
         source=SourceSpec(name=SOURCE_NAME, definition=NmeaDecoder().definition, drives_frames=True),
         rate_hz=rate,
-        start_timestamp_us=max(start_us, -(-500_000 // rate)),
+        start_timestamp_us=max(start_us, earliest_start_us(rate)),
         metadata={"import.file": path.name, "import.format": "nmea"},
         policy_options={"session_idle_s": 30.0},
     )
@@ -189,9 +189,7 @@ def import_nmea_log(
 
 def run_import(args: argparse.Namespace) -> int:
     """Entry point for ``wrtfd import GPS.log --format nmea``."""
-    for option in ("config", "track"):
-        if getattr(args, option, None) is not None:
-            raise ImportFormatError(f"--{option} is not used for NMEA log imports")
+    refuse_options(args, "NMEA log", "config", "track")
     report = import_nmea_log(
         args.file, args.output, rate_hz=args.rate, start_timestamp_us=args.start_timestamp, force=args.force
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 from wrtfd.decoders.base import Sample
 from wrtfd.errors import ConfigError
+from wrtfd.importers.report import earliest_start_us
 
 __all__ = ["GroupPlan", "GroupReplay"]
 
@@ -68,11 +69,10 @@ class GroupReplay:
             from wrtfd.recorder import Replayer
 
             plan = self._plans[group]
-            half_tick_us = -(-500_000 // plan.policy.rate_hz)
             replayer = self._replayers[group] = Replayer(
                 plan.sources,
                 plan.policy,
-                start_timestamp_us=max(self._wall_us(sample.rx_ns), half_tick_us),
+                start_timestamp_us=max(self._wall_us(sample.rx_ns), earliest_start_us(plan.policy.rate_hz)),
                 metadata=plan.metadata,
                 derived=plan.derived,
             )

@@ -13,11 +13,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from wrtfd.errors import ImportFormatError
 
-__all__ = ["PROGRESS_MIN_BYTES", "ImportReport", "Progress"]
+__all__ = ["PROGRESS_MIN_BYTES", "ImportReport", "Progress", "earliest_start_us", "refuse_options"]
 
 #: Files smaller than this import in about a second: no progress display.
 PROGRESS_MIN_BYTES = 4 << 20
@@ -58,6 +58,18 @@ class ImportReport:
 
     def write(self, stream: TextIO | None = None) -> None:
         (stream or sys.stderr).write("".join(line + "\n" for line in self.lines()))
+
+
+def earliest_start_us(rate_hz: int) -> int:
+    """The earliest file start at ``rate_hz``: tick 0 begins half a tick before the first sample."""
+    return -(-500_000 // rate_hz)
+
+
+def refuse_options(args: Any, what: str, *options: str) -> None:
+    """:raises ImportFormatError: one of ``options`` (``--config``...) was given for ``what``."""
+    for option in options:
+        if getattr(args, option, None) is not None:
+            raise ImportFormatError(f"--{option} is not used for {what} imports")
 
 
 class Progress:

@@ -63,7 +63,9 @@ class PcapngWriter:
         stream.write(bytes(shb))
         self._headers: dict[tuple[tuple[str, int], tuple[str, int], int], bytes] = {}
         fields = dpkt_pcapng.EnhancedPacketBlockLE.__hdr__
-        self._epb = struct.Struct("<" + "".join(f[1] for f in fields[:-1]))  # the total length follows the data
+        self._epb = struct.Struct(
+            "<" + "".join(f[1] for f in fields[:-1])
+        )  # the total length follows the data
         self._epb_type = dpkt_pcapng.PCAPNG_BT_EPB
 
     @property
