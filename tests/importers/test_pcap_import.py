@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.importers.frames import assert_same_frames
 from tests.pcap.test_pcap_io import classic_pcap, ipv4_udp
@@ -15,7 +17,9 @@ from tests.sources.udp_replay import assert_frames_match
 from wrtfd.cli.main import main
 from wrtfd.decoders.base import Sample
 from wrtfd.decoders.registry import make_decoder
+from wrtfd.errors import ImportFormatError
 from wrtfd.format import Reader
+from wrtfd.importers.pcap import import_capture
 from wrtfd.pcap import PcapngWriter
 from wrtfd.pcap.links import LINKTYPE_ETHERNET
 
@@ -137,3 +141,46 @@ def test_existing_output_is_kept(shared_data: Path, tmp_path: Path) -> None:
     assert out.read_bytes() == b"keep me"
     assert main(["import", str(cap), "-o", str(out), "--force"]) == 0
     assert out.read_bytes()[:4] != b"keep"
+
+
+PACKET_REASONS = {
+    "truncated_packet",
+    "not_ip",
+    "not_udp",
+    "ip_fragment",
+    "bad_header",
+    "unsupported_link_type",
+}
+FILE_REASONS = {"truncated_block", "corrupt_block", "bad_interface", "no_timestamp"}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    junk=st.lists(st.binary(max_size=400), max_size=12),
+    edits=st.lists(st.tuples(st.integers(0, 20_000), st.binary(min_size=1, max_size=4)), max_size=4),
+)
+def test_fuzz_capture_import_counts_everything(
+    shared_data: Path, tmp_path: Path, junk: list[bytes], edits: list[tuple[int, bytes]]
+) -> None:
+    """Forza datagrams, garbage datagrams to its port and raw garbage frames, then bytes of the
+    file replaced: only ImportFormatError escapes, and every datagram is a sample or counted."""
+    forza = paced_forza(shared_data, 40)
+    cap = tmp_path / "fuzz.pcapng"
+    with cap.open("wb") as f:
+        w = PcapngWriter(f)
+        iface = w.add_udp_interface("eth0")
+        for i, d in enumerate(forza):
+            w.write_datagram(iface, T0_NS + i * 16_666_667, GAME, (RIG, 5301), d)
+            if i < len(junk):
+                w.write_datagram(iface, T0_NS + i * 16_666_667 + 1, GAME, (RIG, 5301), junk[i])
+                w.write_packet(iface, T0_NS + i * 16_666_667 + 2, junk[i])
+    raw = bytearray(cap.read_bytes())
+    for at, data in edits:
+        raw[at % len(raw) : at % len(raw) + len(data)] = data
+    cap.write_bytes(bytes(raw))
+    try:
+        report = import_capture(cap, tmp_path / "out", force=True)
+    except ImportFormatError:
+        return
+    routed = sum(n for reason, n in report.dropped.items() if reason not in PACKET_REASONS | FILE_REASONS)
+    assert report.read == report.samples + routed
