@@ -8,6 +8,11 @@ signal a channel). All buses share one recording (one car): one file with ``can0
 the log's name for it or ``busN``/``N`` for the bus numbered N (``bus1`` is SavvyCAN's Bus 1 and
 candump's ``can1``). A bus without a DBC is not recorded (its frames are counted).
 
+``--config DAEMON.toml`` instead of ``--dbc``: each bus feeds the config's SLCAN source named
+after it (``can0``, or ``busN``/``canN`` for its number; the only one when the config and the
+log have one each), with that source's DBC, channel mapping, recording group and the config's
+recorder policy, so a log of the car records into the file the in-car daemon would have made.
+
 Times: candump's are Unix seconds. SavvyCAN's are microseconds: since the epoch when they are
 that large, else relative to the start of the log, which is then placed at the file's
 modification time (``--start-timestamp`` overrides; a note says so).
@@ -26,6 +31,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from wrtfd.decoders.base import Sample
 from wrtfd.decoders.can_dbc import CanFrame, DbcChannelDecoder
@@ -173,30 +179,101 @@ def _frames(
                 report.drop(exc.reason)
 
 
+#: bus -> (source name, frame decoder, the source's mapping transform or None)
+BusRoutes = dict[str, tuple[str, Callable[[CanFrame], dict[str, object]], Any]]
+
+
+def _dbc_buses(
+    dbc: list[str],
+    buses: list[str],
+    groups: GroupReplay,
+    staging: Path,
+    rate_hz: int,
+    metadata: dict[str, str],
+    report: ImportReport,
+) -> BusRoutes:
+    """``--dbc``: each bus with a DBC is a source of the one recording group ``can``."""
+    from wrtfd.recorder import RecorderPolicy, SourceSpec
+
+    default, per_bus = parse_dbc_options(dbc)
+    routes: BusRoutes = {}
+    specs = []
+    for bus in buses:
+        path_dbc = dbc_for(bus, default, per_bus)
+        if path_dbc is None:
+            report.notes.append(f"bus {bus}: no --dbc for it, not recorded")
+            continue
+        name = _source_name(bus)
+        decoder = DbcChannelDecoder(dbc=path_dbc)
+        routes[bus] = (name, decoder.decode_values, None)
+        specs.append(SourceSpec(name=name, definition=decoder.definition, drives_frames=True))
+        report.notes.append(f"bus {bus} -> source {name} ({path_dbc.name})")
+    if specs:
+        policy = RecorderPolicy(output_dir=staging, rate_hz=rate_hz, session_idle_s=30.0)
+        groups.add(GroupPlan(_GROUP, specs, policy, (), metadata))
+    return routes
+
+
+def _config_buses(
+    config: Path,
+    buses: list[str],
+    groups: GroupReplay,
+    staging: Path,
+    rate_hz: int | None,
+    metadata: dict[str, str],
+    report: ImportReport,
+) -> BusRoutes:
+    """``--config``: each bus goes to the config's SLCAN source of the same name (``busN``/``N``
+    for its number), or to the only one when the config and the log have one each."""
+    from wrtfd.importers.daemon_config import ConfigGroups, load_daemon_config
+
+    sources = ConfigGroups(
+        load_daemon_config(config), groups, staging=staging, rate_hz=rate_hz, metadata=metadata
+    ).of_protocol("slcan")
+    by_name = {b.source.name: b for b in sources}
+    routes: BusRoutes = {}
+    for bus in buses:
+        number = _bus_number(bus)
+        candidates = [bus, _source_name(bus)] + (
+            [f"bus{number}", f"can{number}"] if number is not None else []
+        )
+        built = next((by_name[c] for c in candidates if c in by_name), None)
+        if built is None and len(sources) == 1 and len(buses) == 1:
+            built = sources[0]
+        if built is None:
+            report.notes.append(f"bus {bus}: no SLCAN source of the config is named after it, not recorded")
+            continue
+        routes[bus] = (built.source.name, built.source.decoder.can.decode_values, built.transform)
+        report.notes.append(f"bus {bus} -> source {built.source.name} (config)")
+    return routes
+
+
 def import_can_log(
     path: Path,
     output: Path,
     *,
     fmt: str,
     dbc: list[str],
+    config: Path | None = None,
     rate_hz: int | None = None,
     start_timestamp_us: int | None = None,
     force: bool = False,
 ) -> ImportReport:
     """Import a candump (``fmt="candump"``) or SavvyCAN (``"savvycan"``) log; see the module docstring.
 
-    :raises ConfigError: bad ``--dbc`` values or a DBC that does not load.
+    :raises ConfigError: bad ``--dbc`` values, a DBC that does not load, a bad ``--config``.
     :raises ImportFormatError: nothing to import, an output that exists, too many buses.
     :raises OSError: reading the input or writing the output.
     """
-    from wrtfd.recorder import RecorderPolicy, SourceSpec
-
     if output.suffix == ".wrtf":
         check_output(output, force=force)
     rate = rate_hz if rate_hz is not None else DEFAULT_RATE_HZ
     if rate <= 0:
         raise ImportFormatError(f"--rate must be a positive number of Hz, not {rate}")
-    default, per_bus = parse_dbc_options(dbc)
+    if config is not None and dbc:
+        raise ConfigError("--config and --dbc: the config's CAN sources name their DBC files")
+    if config is None:
+        parse_dbc_options(dbc)  # fail on bad values before reading anything
     read, first = _reader(path, fmt)
     buses: list[str] = []
     first_ns: int | None = None
@@ -221,43 +298,36 @@ def import_can_log(
         offset_ns = start_timestamp_us * 1000 - first_ns
     elif start_timestamp_us is not None:
         offset_ns = start_timestamp_us * 1000 - first_ns
-    decoders: dict[str, tuple[str, DbcChannelDecoder]] = {}
-    specs = []
-    for bus in buses:
-        path_dbc = dbc_for(bus, default, per_bus)
-        if path_dbc is None:
-            report.notes.append(f"bus {bus}: no --dbc for it, not recorded")
-            continue
-        name = _source_name(bus)
-        decoder = DbcChannelDecoder(dbc=path_dbc)
-        decoders[bus] = (name, decoder)
-        specs.append(SourceSpec(name=name, definition=decoder.definition, drives_frames=True))
-        report.notes.append(f"bus {bus} -> source {name} ({path_dbc.name})")
-    if not decoders:
-        raise ImportFormatError(f"{path}: no --dbc matches a bus of the log (buses: {', '.join(buses)})")
     metadata = {"import.file": path.name, "import.format": fmt}
     with staging_dir(output) as staging:
-        policy = RecorderPolicy(output_dir=staging, rate_hz=rate, session_idle_s=30.0)
         groups = GroupReplay()
-        groups.add(GroupPlan(_GROUP, specs, policy, (), metadata))
+        if config is not None:
+            buses_to = _config_buses(config, buses, groups, staging, rate_hz, metadata, report)
+        else:
+            buses_to = _dbc_buses(dbc, buses, groups, staging, rate, metadata, report)
+        if not buses_to:
+            raise ImportFormatError(
+                f"{path}: no bus of the log has a DBC or a source (buses: {', '.join(buses)})"
+            )
         progress = Progress(path.name, path.stat().st_size)
         last_ns = -1
         try:
             for bus, frame in _frames(path, read, first, report, progress):
-                entry = decoders.get(bus)
+                entry = buses_to.get(bus)
                 if entry is None:
-                    report.drop(f"{bus}: no_dbc")
+                    report.drop(f"{bus}: no_dbc" if config is None else f"{bus}: no_source")
                     continue
-                name, decoder = entry
+                name, decode, transform = entry
                 try:
-                    values = decoder.decode_values(frame)
+                    values = decode(frame)
                 except DecodeError as exc:
                     report.drop(f"{bus}: {exc.reason}")
                     continue
                 ns = (frame.timestamp_ns or 0) + offset_ns
                 rx = ns if ns >= last_ns else last_ns
                 last_ns = rx
-                groups.push(Sample(name, rx, values, ns))
+                sample = Sample(name, rx, values, ns)
+                groups.push(transform(sample) if transform is not None else sample)
                 report.samples += 1
             written = groups.finish()
         except BaseException:
@@ -271,12 +341,13 @@ def import_can_log(
 
 def run_import(args: argparse.Namespace) -> int:
     """Entry point for ``wrtfd import LOG --format candump|savvycan``."""
-    refuse_options(args, "CAN log (give --dbc)", "config", "track")
+    refuse_options(args, "CAN log", "track")
     report = import_can_log(
         args.file,
         args.output,
         fmt=args.format,
         dbc=args.dbc,
+        config=args.config,
         rate_hz=args.rate,
         start_timestamp_us=args.start_timestamp,
         force=args.force,

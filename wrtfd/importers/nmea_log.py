@@ -19,6 +19,10 @@ decoder's rollover rule. So:
 
 The frame rate is the receiver's own (the median step between fix times, 1-100 Hz) unless
 ``--rate`` is given; every epoch then has its own tick.
+
+``--config DAEMON.toml``: the log feeds the config's one NMEA source (its decoder options,
+mapping and recording group, with the group's other sources never delivering) and is recorded
+with the config's recorder policy, as the in-car daemon would have recorded it.
 """
 
 from __future__ import annotations
@@ -30,12 +34,14 @@ import statistics
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from wrtfd.decoders.base import Sample
 from wrtfd.decoders.nmea import NmeaDecoder
-from wrtfd.errors import DecodeError, ImportFormatError
-from wrtfd.importers.output import check_output, replay_into_file
-from wrtfd.importers.report import ImportReport, Progress, earliest_start_us, refuse_options
+from wrtfd.errors import ConfigError, DecodeError, ImportFormatError
+from wrtfd.importers.output import check_output, place_outputs, staging_dir
+from wrtfd.importers.replay import GroupPlan, GroupReplay
+from wrtfd.importers.report import ImportReport, Progress, refuse_options
 
 __all__ = ["SOURCE_NAME", "import_nmea_log", "receiver_rate_hz", "run_import", "sentences"]
 
@@ -121,8 +127,9 @@ def _times(path: Path) -> list[int]:
     return out
 
 
-def _samples(path: Path, report: ImportReport) -> Iterator[Sample]:
-    decoder = NmeaDecoder()
+def _samples(
+    path: Path, report: ImportReport, decoder: Any, name: str, transform: Any = None
+) -> Iterator[Sample]:
     newest = -1
     progress = Progress(path.name, path.stat().st_size)
     for line in sentences(path, report, progress):
@@ -142,7 +149,8 @@ def _samples(path: Path, report: ImportReport) -> Iterator[Sample]:
             continue
         newest = t
         report.samples += 1
-        yield Sample(SOURCE_NAME, t, decoded.values, t)
+        sample = Sample(name, t, decoded.values, t)
+        yield transform(sample) if transform is not None else sample
     progress.done()
 
 
@@ -150,6 +158,7 @@ def import_nmea_log(
     path: Path,
     output: Path,
     *,
+    config: Path | None = None,
     rate_hz: int | None = None,
     start_timestamp_us: int | None = None,
     force: bool = False,
@@ -157,41 +166,65 @@ def import_nmea_log(
     """Import an NMEA log; see the module docstring.
 
     :raises ImportFormatError: nothing to import (no dated fix), an output that exists, a bad option.
+    :raises ConfigError: a bad ``--config``, or one without exactly one NMEA source.
     :raises OSError: reading the input or writing the output.
     """
-    from wrtfd.recorder import SourceSpec
+    from wrtfd.recorder import RecorderPolicy, SourceSpec
 
-    check_output(output, force=force)
+    if output.suffix == ".wrtf":
+        check_output(output, force=force)
     if rate_hz is not None and rate_hz <= 0:
         raise ImportFormatError(f"--rate must be a positive number of Hz, not {rate_hz}")
     report = ImportReport(path, "lines")
     times = _times(path)
     if not times:
-        for _ in _samples(path, report):  # count the lines and why none was usable
+        for _ in _samples(path, report, NmeaDecoder(), SOURCE_NAME):  # count the lines and why
             pass
         report.check_any()
         raise ImportFormatError(f"{path}: no fix with a date (RMC or ZDA) to place the log in time")
-    rate = rate_hz or receiver_rate_hz(times)
-    start_us = start_timestamp_us if start_timestamp_us is not None else times[0] // 1000
-    replay_into_file(
-        _samples(path, report),
-        output=output,
-        source=SourceSpec(name=SOURCE_NAME, definition=NmeaDecoder().definition, drives_frames=True),
-        rate_hz=rate,
-        start_timestamp_us=max(start_us, earliest_start_us(rate)),
-        metadata={"import.file": path.name, "import.format": "nmea"},
-        policy_options={"session_idle_s": 30.0},
-    )
-    report.outputs = [output]
-    report.check_any()
+    shift_ns = 0 if start_timestamp_us is None else start_timestamp_us * 1000 - times[0]
+    metadata = {"import.file": path.name, "import.format": "nmea"}
+    with staging_dir(output) as staging:
+        groups = GroupReplay(wall_us=lambda rx_ns: (rx_ns + shift_ns) // 1000)
+        if config is not None:
+            from wrtfd.importers.daemon_config import ConfigGroups, load_daemon_config
+
+            loaded = load_daemon_config(config)
+            sources = ConfigGroups(
+                loaded, groups, staging=staging, rate_hz=rate_hz, metadata=metadata
+            ).of_protocol("nmea")
+            if len(sources) != 1:
+                raise ConfigError(f"{config}: {len(sources)} NMEA sources; the log feeds exactly one")
+            built = sources[0]
+            samples = _samples(path, report, built.source.decoder, built.source.name, built.transform)
+        else:
+            rate = rate_hz or receiver_rate_hz(times)
+            policy = RecorderPolicy(output_dir=staging, rate_hz=rate, session_idle_s=30.0)
+            spec = SourceSpec(name=SOURCE_NAME, definition=NmeaDecoder().definition, drives_frames=True)
+            groups.add(GroupPlan(SOURCE_NAME, [spec], policy, (), metadata))
+            samples = _samples(path, report, NmeaDecoder(), SOURCE_NAME)
+        try:
+            for sample in samples:
+                groups.push(sample)
+            written = groups.finish()
+        except BaseException:
+            groups.close()
+            raise
+        report.check_any()
+        report.outputs = place_outputs(output, written, force=force)
     return report
 
 
 def run_import(args: argparse.Namespace) -> int:
     """Entry point for ``wrtfd import GPS.log --format nmea``."""
-    refuse_options(args, "NMEA log", "config", "track")
+    refuse_options(args, "NMEA log", "track")
     report = import_nmea_log(
-        args.file, args.output, rate_hz=args.rate, start_timestamp_us=args.start_timestamp, force=args.force
+        args.file,
+        args.output,
+        config=args.config,
+        rate_hz=args.rate,
+        start_timestamp_us=args.start_timestamp,
+        force=args.force,
     )
     report.write(sys.stderr)
     return 0

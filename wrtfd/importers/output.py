@@ -101,8 +101,13 @@ def place_outputs(output: Path, written: Mapping[str, Sequence[Path]], *, force:
 
     Every name is checked before any file moves, so a refused import leaves nothing behind.
 
-    :raises ImportFormatError: a final name exists and ``force`` is not set.
+    :raises ImportFormatError: nothing was written (no source that delivered drives frames), or
+        a final name exists and ``force`` is not set.
     """
+    if not any(written.values()):
+        raise ImportFormatError(
+            f"{output}: no frame was recorded (do the sources this file feeds drive frames?)"
+        )
     names = output_names(output, written)
     if not force:
         taken = [str(dst) for dst in names.values() if dst.exists()]

@@ -25,7 +25,6 @@ packets' (``ip_fragment``, ``not_udp``...), routing, and each source's decoder
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import socket
 import sys
 from collections.abc import Callable, Mapping
@@ -34,8 +33,9 @@ from typing import Any
 
 from wrtfd.decoders.base import Sample
 from wrtfd.errors import ConfigError, DecodeError, ImportFormatError
+from wrtfd.importers.daemon_config import ConfigGroups
 from wrtfd.importers.output import check_output, place_outputs, staging_dir
-from wrtfd.importers.replay import GroupPlan, GroupReplay
+from wrtfd.importers.replay import GroupReplay
 from wrtfd.importers.report import ImportReport, Progress
 from wrtfd.pcap.links import LINKTYPE_USER0, SUPPORTED_LINK_TYPES, parse_udp
 from wrtfd.pcap.reader import CaptureReader
@@ -114,27 +114,25 @@ class _CaptureImport:
         groups: GroupReplay,
     ) -> None:
         from wrtfd.daemon.config import AssettoCorsaSourceConfig, UdpSourceConfig
-        from wrtfd.daemon.recorder_port import recorder_policy
-        from wrtfd.daemon.wiring import build_sources
         from wrtfd.decoders import registry
 
-        self.loaded = loaded
         self.report = report
-        self.groups = groups
         self.every = every
-        policy = recorder_policy(loaded, staging)
-        self.policy = dataclasses.replace(policy, rate_hz=rate_hz) if rate_hz else policy
-        built = build_sources(loaded)
-        self.names = {b.source.name for b in built}
-        self.built_count = len(built)
+        self.config = ConfigGroups(
+            loaded,
+            groups,
+            staging=staging,
+            rate_hz=rate_hz,
+            metadata={"import.file": report.source.name, "import.format": "capture"},
+        )
+        self.names = set(self.config.built)
         #: dst port -> routes (a host-bound source first, then the any-address one)
         self.by_port: dict[int, list[tuple[bytes | None, _Route]]] = {}
         #: the game's (src) port -> routes, for sources that contact the game (Assetto Corsa)
         self.by_game_port: dict[int, list[tuple[bytes | None, _Route]]] = {}
         self.every_route: _Route | None = None
         self.by_name: dict[str, _Route] = {}
-        members: dict[str, list[Any]] = {}
-        for b in built:
+        for b in self.config.built.values():
             src = b.config
             if isinstance(src, UdpSourceConfig):
                 port = src.port if src.port is not None else registry.get(src.protocol).default_port
@@ -151,22 +149,9 @@ class _CaptureImport:
                 self.every_route = route
             entries = table.setdefault(int(port or 0), [])
             entries.insert(0 if host not in _ANY_HOST else len(entries), (_packed(host), route))
-            members.setdefault(src.group_name, []).append(b)
-        for group, group_built in members.items():
-            self._add_group(group, group_built)
         self.sniffers = registry.sniffers("udp") if loaded.origin == "built-in default" else {}
         self.push = groups.push
         self.flows: dict[int, _Flow] = {}
-
-    def _add_group(self, group: str, group_built: list[Any]) -> None:
-        from wrtfd.daemon.recorder_port import source_specs
-
-        derived = [b.laps for b in group_built if b.laps is not None]
-        metadata = {"import.file": self.report.source.name, "import.format": "capture"}
-        if derived and "Track" not in self.loaded.config.recorder.metadata:
-            metadata["Track"] = derived[0].track.name
-        plan = GroupPlan(group, source_specs(group_built), self.policy, derived, metadata)
-        self.groups.add(plan)
 
     # -- per datagram ------------------------------------------------------------------------------
 
@@ -238,42 +223,35 @@ class _CaptureImport:
             self.report.drop("unknown_protocol", len(flow.pending))
             flow.pending = []
         elif len(flow.pending) >= SNIFF_MAX_DATAGRAMS:
-            self.report.drop("ambiguous_protocol", len(flow.pending))
-            self.report.notes.append(
-                f"port {dport}: {' or '.join(sorted(flow.candidates))}? use --protocol {dport}=NAME"
-            )
+            self._ambiguous(dport, flow)
             flow.candidates = set()
-            flow.pending = []
 
     def finish_flows(self) -> None:
         """Flows still undecided at the end of the capture: their datagrams are dropped."""
         for dport, flow in self.flows.items():
             if flow.pending:
-                self.report.drop("ambiguous_protocol", len(flow.pending))
-                self.report.notes.append(
-                    f"port {dport}: {' or '.join(sorted(flow.candidates))}? use --protocol {dport}=NAME"
-                )
+                self._ambiguous(dport, flow)
+
+    def _ambiguous(self, dport: int, flow: _Flow) -> None:
+        self.report.drop("ambiguous_protocol", len(flow.pending))
+        self.report.notes.append(
+            f"port {dport}: {' or '.join(sorted(flow.candidates))}? use --protocol {dport}=NAME"
+        )
+        flow.pending = []
 
     def _new_route(self, protocol: str, port: int) -> _Route:
         """The source of a recognised flow: the default's source of that game when it has had
         no datagram (the game sends to another port than usual), else a new one, built like a
         configured one, in a group of its own."""
-        from wrtfd.daemon.config import UdpSourceConfig
-        from wrtfd.daemon.wiring import build_source
-
         self.report.notes.append(f"port {port}: recognised as {protocol} by its content")
         idle = self.by_name.get(protocol)
         if idle is not None and idle.delivered == 0:
             return idle
-
         name = protocol if protocol not in self.names else f"{protocol}_{port}"
         self.names.add(name)
-        src = UdpSourceConfig.model_validate(
+        built = self.config.add_source(
             {"kind": "udp", "name": name, "protocol": protocol, "port": port, "group": name}
         )
-        built = build_source(self.loaded, self.built_count, src)
-        self.built_count += 1
-        self._add_group(name, [built])
         route = self.by_name[name] = _Route(built)
         return route
 
@@ -364,8 +342,6 @@ def import_capture(
         for reason, n in reader.drops.as_dict().items():
             report.drop(reason, n)
         report.check_any()
-        if not written:
-            raise ImportFormatError(f"{path}: no frame was recorded ({report.samples} samples)")
         report.outputs = place_outputs(output, written, force=force)
     return report
 
