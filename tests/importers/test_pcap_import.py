@@ -92,6 +92,17 @@ def test_two_games_become_two_files(
     assert "datagrams -> " in err and "unknown_protocol: 3" in err
 
 
+def test_one_output_name_for_two_games(shared_data: Path, tmp_path: Path) -> None:
+    cap = tmp_path / "rig.pcapng"
+    write_capture(
+        cap, [(5301, paced_forza(shared_data, 30), 60.0), (20777, f1_stream(shared_data, 30), 240.0)]
+    )
+    assert main(["import", str(cap), "-o", str(tmp_path / "rig.wrtf")]) == 0
+    assert sorted(p.name for p in tmp_path.glob("*.wrtf")) == ["rig.f1.wrtf", "rig.forza.wrtf"]
+    for name in ("f1", "forza"):
+        assert frames_of(tmp_path / f"rig.{name}.wrtf")[1]["wrtfd.sources"] == name
+
+
 def test_unknown_port_recognised_by_content_and_protocol_option(shared_data: Path, tmp_path: Path) -> None:
     forza = paced_forza(shared_data, 60)
     cap = tmp_path / "odd-port.pcapng"
