@@ -237,3 +237,18 @@ def test_fuzz_can_log_import_counts_every_line(tmp_path: Path, garbage: list[byt
     report = import_can_log(log, out, fmt="candump", dbc=[str(body)], force=True)
     assert report.samples == 20
     assert report.read == report.samples + sum(report.dropped.values())
+
+
+def test_a_line_without_end_is_not_held(subaru: tuple[Path, Path, list[Frame]], tmp_path: Path) -> None:
+    """A hostile log: a 5 MB line with no newline between good lines is counted, never held."""
+    log, dbc, _frames = subaru
+    good = log.read_bytes().splitlines(keepends=True)[:200]
+    bad = tmp_path / "long.log"
+    bad.write_bytes(
+        b"".join(good[:100]) + b"(1631416514.7) can0 " + b"A" * 5_000_000 + b"\n" + b"".join(good[100:])
+    )
+    from wrtfd.importers.can_log import import_can_log
+
+    report = import_can_log(bad, tmp_path / "l.wrtf", fmt="candump", dbc=[str(dbc)])
+    assert report.dropped["too_long"] == 1
+    assert report.read == 201

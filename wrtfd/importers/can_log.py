@@ -31,7 +31,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from wrtfd.decoders.base import Sample
 from wrtfd.decoders.can_dbc import CanFrame, DbcChannelDecoder
@@ -58,6 +58,8 @@ MAX_BUSES = 16
 #: Microsecond times at least this large are since the epoch (2001), smaller ones relative.
 EPOCH_US_MIN = 10**15
 _GROUP = "can"
+#: A log line longer than this is not one (candump lines are under 100 bytes).
+LINE_LIMIT = 4 * MAX_LINE_BYTES
 
 FrameReader = Callable[[bytes], tuple[str, CanFrame]]
 
@@ -111,13 +113,27 @@ def _source_name(bus: str) -> str:
     return name if name[:1].isalpha() else f"bus_{name}"[:32]
 
 
+def _bounded_lines(fh: BinaryIO) -> Iterator[bytes]:
+    """The file's lines, none held longer than :data:`LINE_LIMIT` (the rest of a longer line is
+    skipped, and the line comes out at that length, to be counted as ``too_long``)."""
+    while True:
+        line = fh.readline(LINE_LIMIT + 1)
+        if not line:
+            return
+        if len(line) > LINE_LIMIT:
+            rest = line
+            while rest and not rest.endswith(b"\n"):
+                rest = fh.readline(1 << 16)
+        yield line
+
+
 def _lines(path: Path, report: ImportReport, progress: Progress | None) -> Iterator[tuple[int, bytes]]:
     """(line number, line) of every non-blank, non-comment line; over-long lines are counted."""
     with path.open("rb") as fh:
-        for lineno, line in enumerate(fh, 1):
+        for lineno, line in enumerate(_bounded_lines(fh), 1):
             if progress is not None and lineno & 0x3FFF == 0:
                 progress.update(fh.tell())
-            if len(line) > MAX_LINE_BYTES * 4:
+            if len(line) > LINE_LIMIT:
                 report.read += 1
                 report.drop("too_long")
                 continue
@@ -148,9 +164,9 @@ def _reader(path: Path, fmt: str) -> tuple[FrameReader, int]:
 
         return candump, 1
     with path.open("rb") as fh:
-        for lineno, line in enumerate(fh, 1):
+        for lineno, line in enumerate(_bounded_lines(fh), 1):
             if line.strip() and not line.startswith(b"#"):
-                if not is_savvycan_header(line[: MAX_LINE_BYTES * 4]):
+                if not is_savvycan_header(line):
                     break
                 try:
                     columns = SavvycanColumns.from_header(line)

@@ -113,8 +113,9 @@ def _session_metadata(text: str, notes: list[str]) -> dict[str, str]:
     """Track, Car and Driver from the session-info YAML (a hostile or odd YAML gives none)."""
     try:
         info = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        notes.append(f"the session info is not valid YAML ({str(exc).splitlines()[0]}): no Track/Car/Driver")
+    except (yaml.YAMLError, RecursionError, ValueError) as exc:  # hostile nesting, odd scalars
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        notes.append(f"the session info is not valid YAML ({first}): no Track/Car/Driver")
         return {}
     if not isinstance(info, dict):
         return {}
