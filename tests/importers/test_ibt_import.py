@@ -147,3 +147,17 @@ def test_fuzz_ibt(shared_data: Path, tmp_path: Path, edits: list[tuple[int, byte
                 rows[-1].tolist()
     except ImportFormatError:
         pass
+
+
+def test_hostile_session_yaml_is_a_note() -> None:
+    from wrtfd.importers.ibt import _session_metadata
+
+    notes: list[str] = []
+    assert _session_metadata("[" * 100_000, notes) == {}
+    assert _session_metadata("a: [unclosed", notes) == {}
+    assert len(notes) == 2 and all("not valid YAML" in n for n in notes)
+    good = (
+        "WeekendInfo:\n TrackDisplayName: Monza\nDriverInfo:\n DriverCarIdx: 1\n Drivers:\n"
+        " - CarIdx: 0\n   CarScreenName: X\n - CarIdx: 1\n   CarScreenName: Y\n   UserName: Me\n"
+    )
+    assert _session_metadata(good, notes) == {"Track": "Monza", "Car": "Y", "Driver": "Me"}
