@@ -6,8 +6,10 @@ source's decoder, the scheduler and the recorder, driven by the capture's timest
 * ``--config DAEMON.toml``: the config's UDP sources (port, host, protocol, decoder options,
   mapping, track, recording group) and its ``[recorder]`` policy, built by the daemon's own
   wiring without binding anything. A datagram to a port no source listens on is dropped
-  (``no_source``), as the daemon never receives it. So a raw tap of the daemon replays into the
-  recording the daemon made.
+  (``no_source``), as the daemon never receives it. Each recording group holds all its sources,
+  serial ones too (never fed by a capture, until the tap's serial interfaces are replayed), so
+  the frame layout is the live file's. So a raw tap of the daemon replays into the recording
+  the daemon made.
 * without ``--config``: the built-in default (every game on its usual port, each game its own
   recording group). ``--protocol NAME`` says every datagram is NAME; ``--protocol PORT=NAME``
   names the game on one port. A datagram to any other port is recognised by its content: each
