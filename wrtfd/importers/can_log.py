@@ -264,6 +264,35 @@ def _config_buses(
     return routes
 
 
+def _samples(
+    frames: Iterator[tuple[str, CanFrame]],
+    routes: BusRoutes,
+    offset_ns: int,
+    report: ImportReport,
+    unrouted: str,
+) -> Iterator[Sample]:
+    """Each frame decoded by its bus's source, stamped with the log's time (never backwards);
+    a frame of a bus without a source is counted as ``unrouted``."""
+    last_ns = -1
+    for bus, frame in frames:
+        entry = routes.get(bus)
+        if entry is None:
+            report.drop(f"{bus}: {unrouted}")
+            continue
+        name, decode, transform = entry
+        try:
+            values = decode(frame)
+        except DecodeError as exc:
+            report.drop(f"{bus}: {exc.reason}")
+            continue
+        ns = (frame.timestamp_ns or 0) + offset_ns
+        rx = ns if ns >= last_ns else last_ns
+        last_ns = rx
+        sample = Sample(name, rx, values, ns)
+        report.samples += 1
+        yield transform(sample) if transform is not None else sample
+
+
 def import_can_log(
     path: Path,
     output: Path,
@@ -326,29 +355,9 @@ def import_can_log(
                 f"{path}: no bus of the log has a DBC or a source (buses: {', '.join(buses)})"
             )
         progress = Progress(path.name, path.stat().st_size)
-        last_ns = -1
-        try:
-            for bus, frame in _frames(path, read, first, report, progress):
-                entry = buses_to.get(bus)
-                if entry is None:
-                    report.drop(f"{bus}: no_dbc" if config is None else f"{bus}: no_source")
-                    continue
-                name, decode, transform = entry
-                try:
-                    values = decode(frame)
-                except DecodeError as exc:
-                    report.drop(f"{bus}: {exc.reason}")
-                    continue
-                ns = (frame.timestamp_ns or 0) + offset_ns
-                rx = ns if ns >= last_ns else last_ns
-                last_ns = rx
-                sample = Sample(name, rx, values, ns)
-                groups.push(transform(sample) if transform is not None else sample)
-                report.samples += 1
-            written = groups.finish()
-        except BaseException:
-            groups.close()
-            raise
+        frames = _frames(path, read, first, report, progress)
+        unrouted = "no_dbc" if config is None else "no_source"
+        written = groups.record(_samples(frames, buses_to, offset_ns, report, unrouted))
         progress.done()
         report.check_any()
         report.outputs = place_outputs(output, written, force=force)

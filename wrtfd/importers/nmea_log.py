@@ -203,13 +203,7 @@ def import_nmea_log(
             spec = SourceSpec(name=SOURCE_NAME, definition=NmeaDecoder().definition, drives_frames=True)
             groups.add(GroupPlan(SOURCE_NAME, [spec], policy, (), metadata))
             samples = _samples(path, report, NmeaDecoder(), SOURCE_NAME)
-        try:
-            for sample in samples:
-                groups.push(sample)
-            written = groups.finish()
-        except BaseException:
-            groups.close()
-            raise
+        written = groups.record(samples)
         report.check_any()
         report.outputs = place_outputs(output, written, force=force)
     return report

@@ -8,7 +8,7 @@ first sample (a group that never delivers writes no file, like a game that is no
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,16 @@ class GroupReplay:
             )
         self._push_of[sample.source] = replayer.push
         return replayer.push
+
+    def record(self, samples: Iterable[Sample]) -> dict[str, list[Path]]:
+        """Push every sample, then :meth:`finish`; every recording is closed if anything fails."""
+        try:
+            for sample in samples:
+                self.push(sample)
+        except BaseException:
+            self.close()
+            raise
+        return self.finish()
 
     def finish(self) -> dict[str, list[Path]]:
         """Finish every recording; returns the files written per group (groups in first-sample order)."""
