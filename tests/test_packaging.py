@@ -79,7 +79,8 @@ def graph() -> grimp.ImportGraph:
 
 
 def test_the_core_is_light() -> None:
-    assert {"numpy", "PyYAML", "crc32c"} == CORE
+    # dpkt: pcap/pcapng import is an offline tool of the core install (pure Python, small).
+    assert {"numpy", "PyYAML", "crc32c", "dpkt"} == CORE
     assert {"anyio", "pydantic", "pyserial-asyncio", "cantools", "pynmeagps"} <= _extra("daemon")
 
 

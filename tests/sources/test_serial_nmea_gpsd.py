@@ -27,14 +27,13 @@ Known differences, asserted as such rather than hidden:
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import math
 from pathlib import Path
 
 import anyio
 import pytest
 
+from tests.sources.gpsd_golden import check_against_gpsd, gpsd_expectations
 from tests.sources.serial_pty import PtyDevice, wait_until
 from wrtfd.decoders.base import Sample
 from wrtfd.decoders.nmea import NmeaDecoder
@@ -44,54 +43,6 @@ from wrtfd.sources.serial import SerialLineSource, SerialSettings
 
 NMEA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nmea"
 LOGS = sorted(p.name for p in NMEA_DIR.glob("*.log")) if NMEA_DIR.is_dir() else []
-
-GPS_WEEK_ROLLOVER_NS = 1024 * 7 * 86400 * 1_000_000_000
-#: Logs for which gpsd applied its week-rollover guard (see module docstring).
-ROLLOVER_LOGS = {"neo-m8n.log"}
-
-FIELDS = {
-    "lat": "lat_deg",
-    "lon": "lon_deg",
-    "alt": "alt_msl_m",
-    "speed": "speed_mps",
-    "track": "course_deg",
-    "mode": "fix_mode",
-}
-
-
-def _tolerance(printed: str) -> float:
-    """Half a unit in the last printed digit, plus float noise."""
-    decimals = len(printed.split(".")[1]) if "." in printed else 0
-    return 0.5 * 10.0**-decimals + 1e-9
-
-
-def _matches(printed: str | int, ours: object) -> bool:
-    """gpsd's printed value (JSON number text; ints as int) vs ours."""
-    if isinstance(printed, int):
-        return ours == printed
-    return abs(float(printed) - float(ours)) <= _tolerance(printed)  # type: ignore[arg-type]
-
-
-def _iso_to_ns(text: str) -> int:
-    date, _, clock = text.rstrip("Z").partition("T")
-    whole, _, frac = clock.partition(".")
-    base = dt.datetime.fromisoformat(f"{date}T{whole}+00:00")
-    return int(base.timestamp()) * 1_000_000_000 + int(frac.ljust(9, "0")[:9])
-
-
-def gpsd_expectations(chk: Path) -> tuple[list[tuple[int, dict[str, str], bool]], set[bytes]]:
-    """(every TPV with time and position as (time, tpv, is the last for its time), echoed sentences)."""
-    reports: list[tuple[int, dict[str, str]]] = []
-    echoed: set[bytes] = set()
-    for line in chk.read_text(encoding="utf-8").splitlines():
-        if line.startswith("$"):
-            echoed.add(line.encode().lstrip(b"$"))
-        elif line.startswith('{"class":"TPV"'):
-            tpv = json.loads(line, parse_float=str)
-            if "time" in tpv and "lat" in tpv:
-                reports.append((_iso_to_ns(tpv["time"]), tpv))
-    last_index = {t: i for i, (t, _) in enumerate(reports)}
-    return [(t, tpv, last_index[t] == i) for i, (t, tpv) in enumerate(reports)], echoed
 
 
 async def read_through_pty(data: bytes) -> tuple[list[Sample], SerialLineSource]:
@@ -115,43 +66,13 @@ async def read_through_pty(data: bytes) -> tuple[list[Sample], SerialLineSource]
 async def test_nmea_log_matches_gpsd(shared_data: Path, log_name: str) -> None:
     log_path = shared_data / "nmea" / log_name
     data = log_path.read_bytes()
-    reports, echoed = gpsd_expectations(Path(f"{log_path}.chk"))
-    assert reports, "the golden file has TPV positions"
+    _reports, echoed = gpsd_expectations(Path(f"{log_path}.chk"))
 
     samples, source = await read_through_pty(data)
 
     # Our state at the end of each epoch: the last sample stamped with that fix time.
-    by_time: dict[int, Sample] = {}
-    for sample in samples:
-        if sample.source_time_ns is not None:
-            by_time[sample.source_time_ns] = sample
-    fixes = {t for t, s in by_time.items() if not math.isnan(s.values["lat_deg"])}
-
-    shift = GPS_WEEK_ROLLOVER_NS if log_name in ROLLOVER_LOGS else 0
-    mismatches: list[tuple[object, ...]] = []
-    for gpsd_time, tpv, is_final in reports:
-        found = by_time.get(gpsd_time - shift)
-        if found is None:
-            mismatches.append((tpv["time"], "no fix of ours at this time"))
-            continue
-        for key, channel in FIELDS.items():
-            if key not in tpv:
-                continue
-            ours = found.values[channel]
-            if _matches(tpv[key], ours):
-                continue
-            # gpsd's mid-cycle model values (speed from position deltas before RMC, mode
-            # before GGA/GSA): only its final report of the time must carry receiver values.
-            if not is_final and key in ("speed", "mode"):
-                continue
-            mismatches.append((tpv["time"], key, tpv[key], ours))
-    assert mismatches == []
-
-    # Accepted fixes: gpsd's are all ours; ours may add only the last epoch of the log.
-    gpsd_fixes = {t - shift for t, _, _ in reports}
-    extra = fixes - gpsd_fixes
-    assert extra <= {max(fixes)}, f"fixes gpsd did not report: {sorted(extra)}"
-    assert len(gpsd_fixes) == len(fixes) - len(extra)
+    by_time = {s.source_time_ns: s.values for s in samples if s.source_time_ns is not None}
+    check_against_gpsd(log_name, Path(f"{log_path}.chk"), by_time)
 
     # Rejected sentences: exactly what gpsd rejected, for the same reason.
     sentences = [ln.strip() for ln in data.replace(b"\r", b"\n").split(b"\n") if ln.startswith(b"$")]

@@ -14,7 +14,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from wrtfd.daemon.config import LoadedConfig
 from wrtfd.daemon.pipeline import BuiltSource
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from wrtfd.recorder.derived import DerivedChannels
     from wrtfd.recorder.recorder import Recorder
 
-__all__ = ["WEDGE_ENV", "build_recorder", "wedge_hook"]
+__all__ = ["WEDGE_ENV", "build_recorder", "recorder_policy", "source_specs", "wedge_hook"]
 
 log = logging.getLogger("wrtfd")
 
@@ -41,6 +41,42 @@ def wedge_hook(fifo: str) -> Callable[[Recorder, bool], None]:
         os.close(fd)
 
     return on_batch
+
+
+def source_specs(built: Sequence[Any]) -> list[Any]:
+    """The recorder's :class:`~wrtfd.recorder.SourceSpec` of each built source (config order)."""
+    from wrtfd.recorder import SourceSpec
+
+    return [
+        SourceSpec(
+            name=b.source.name,
+            definition=b.definition,
+            drives_frames=b.config.drives_frames,
+            stale_after_s=b.config.stale_after_s,
+        )
+        for b in built
+    ]
+
+
+def recorder_policy(loaded: LoadedConfig, output_dir: Path) -> Any:
+    """The :class:`~wrtfd.recorder.RecorderPolicy` of the config's ``[recorder]`` section
+    (what the daemon records with, and what ``wrtfd import --config`` replays with)."""
+    from wrtfd.recorder import RecorderPolicy
+    from wrtfd.recorder.files import DEFAULT_TEMPLATE
+
+    rc = loaded.config.recorder
+    return RecorderPolicy(
+        output_dir=output_dir,
+        rate_hz=rc.rate_hz,
+        file_template=rc.file_template or DEFAULT_TEMPLATE,
+        session_idle_s=rc.session_idle_s,
+        max_session_s=rc.max_session_s,
+        rotate_bytes=rc.rotate_bytes,
+        rotate_s=rc.rotate_s,
+        rotate_sessions=rc.rotate_sessions,
+        fsync_interval_s=rc.fsync_interval_s,
+        metadata=dict(rc.metadata),
+    )
 
 
 def build_recorder(
@@ -58,34 +94,14 @@ def build_recorder(
 
     ``derived`` are plug-ins such as lap channels; ``metadata`` is added to the files' own.
     """
-    from wrtfd.recorder import LiveRecorder, RecorderPolicy, SourceSpec
-    from wrtfd.recorder.files import DEFAULT_TEMPLATE
+    from wrtfd.recorder import LiveRecorder
 
     cfg = loaded.config
     rc = cfg.recorder
-    specs = [
-        SourceSpec(
-            name=b.source.name,
-            definition=b.definition,
-            drives_frames=b.config.drives_frames,
-            stale_after_s=b.config.stale_after_s,
-        )
-        for b in built
-    ]
+    specs = source_specs(built)
     if not any(s.drives_frames for s in specs):
         raise ConfigError(f"{loaded.origin}: sources: at least one source needs drives_frames = true")
-    policy = RecorderPolicy(
-        output_dir=output_dir,
-        rate_hz=rc.rate_hz,
-        file_template=rc.file_template or DEFAULT_TEMPLATE,
-        session_idle_s=rc.session_idle_s,
-        max_session_s=rc.max_session_s,
-        rotate_bytes=rc.rotate_bytes,
-        rotate_s=rc.rotate_s,
-        rotate_sessions=rc.rotate_sessions,
-        fsync_interval_s=rc.fsync_interval_s,
-        metadata=dict(rc.metadata),
-    )
+    policy = recorder_policy(loaded, output_dir)
     environ = os.environ if env is None else env
     fifo = environ.get(WEDGE_ENV)
     if fifo:

@@ -31,6 +31,7 @@ __all__ = [
     "HandshakeResponse",
     "decode_handshake",
     "encode_request",
+    "looks_like",
 ]
 
 #: Client request: identifier (device type, unused), version (1), operationId.
@@ -187,6 +188,15 @@ class AssettoCorsaDecoder:
         return Decoded(values=values, session_key=self._session_key, new_session=new, session_info=info)
 
 
+def looks_like(data: bytes) -> bool:
+    """Assetto Corsa's stream: an RTCarInfo (328 bytes whose size field at 4 says 328), a
+    handshake response (408) or an RTLap (212)."""
+    size = len(data)
+    if size == RTCARINFO_SIZE:
+        return int.from_bytes(data[4:8], "little") == RTCARINFO_SIZE
+    return size in (HANDSHAKE_RESPONSE_SIZE, RTLAP_SIZE)
+
+
 PROTOCOLS = (
     ProtocolInfo(
         name="assetto_corsa",
@@ -196,5 +206,6 @@ PROTOCOLS = (
         default_port=9996,
         nominal_rate_hz=60.0,
         schema_file="assetto_corsa.wrtf.yaml",
+        sniff="wrtfd.decoders.assetto_corsa:looks_like",
     ),
 )

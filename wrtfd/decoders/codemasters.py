@@ -24,7 +24,7 @@ from wrtfd.decoders.base import Decoded
 from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import ConfigError, DecodeError
 
-__all__ = ["F1_LEGACY_SIZE", "PROTOCOLS", "CodemastersDecoder"]
+__all__ = ["F1_LEGACY_SIZE", "PROTOCOLS", "CodemastersDecoder", "looks_like"]
 
 _FULL = struct.Struct("<66f")  # extradata=3
 _SHORT = struct.Struct("<38f")  # extradata=1
@@ -150,6 +150,12 @@ class CodemastersDecoder:
         )
 
 
+def looks_like(data: bytes) -> bool:
+    """An "extradata" datagram: 264, 152 or 1289 bytes of float32 (the F1 formats start with
+    a u16 packetFormat 2018-2025 instead, which no run_time float begins with)."""
+    return len(data) in (264, 152, F1_LEGACY_SIZE) and not 2018 <= int.from_bytes(data[:2], "little") <= 2030
+
+
 PROTOCOLS = (
     ProtocolInfo(
         name="codemasters",
@@ -159,5 +165,6 @@ PROTOCOLS = (
         default_port=20778,
         nominal_rate_hz=60.0,
         schema_file="codemasters.wrtf.yaml",
+        sniff="wrtfd.decoders.codemasters:looks_like",
     ),
 )

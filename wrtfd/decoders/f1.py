@@ -33,7 +33,7 @@ from wrtfd.decoders.base import Decoded, DropCounter
 from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import ConfigError, DecodeError
 
-__all__ = ["PROTOCOLS", "F1Decoder", "supported_formats"]
+__all__ = ["PROTOCOLS", "F1Decoder", "looks_like", "supported_formats"]
 
 _U16 = struct.Struct("<H")
 _EVENT_CODE = struct.Struct("<4s")
@@ -347,6 +347,27 @@ class F1Decoder:
         out["event_vehicle_index"] = vehicle
 
 
+def _packet_ids(layout: FormatLayout) -> frozenset[int]:
+    ids = set(layout.car_packets) | set(layout.known_ids) | {1, 3}
+    if layout.motion_ex is not None:
+        ids.add(13)
+    return frozenset(ids)
+
+
+#: packetFormat -> (header struct, index of packetId in it, every packetId of the format).
+_SNIFF = {f: (struct.Struct(lay.header[0]), lay.header[1], _packet_ids(lay)) for f, lay in FORMATS.items()}
+
+
+def looks_like(data: bytes) -> bool:
+    """An F1 datagram: a known packetFormat (u16 at 0) and a packetId of that format."""
+    if len(data) < 2:
+        return False
+    entry = _SNIFF.get(_U16.unpack_from(data)[0])
+    if entry is None or len(data) < entry[0].size:
+        return False
+    return entry[0].unpack_from(data)[entry[1]] in entry[2]
+
+
 PROTOCOLS = (
     ProtocolInfo(
         name="f1",
@@ -356,5 +377,6 @@ PROTOCOLS = (
         default_port=20777,
         nominal_rate_hz=60.0,
         schema_file="f1.wrtf.yaml",
+        sniff="wrtfd.decoders.f1:looks_like",
     ),
 )

@@ -32,6 +32,8 @@ __all__ = [
     "OutGaugeDecoder",
     "OutSim2Decoder",
     "OutSimDecoder",
+    "looks_like_outgauge",
+    "looks_like_outsim",
     "outsim2_size",
     "parse_opts",
 ]
@@ -244,6 +246,16 @@ class OutSim2Decoder:
         return Decoded(values=values, source_time_ns=ts * 1_000_000 if ts else None)
 
 
+def looks_like_outgauge(data: bytes) -> bool:
+    """OutGauge: 92 or 96 bytes, and the car name (4 bytes at 4) is printable or NUL."""
+    return len(data) in (92, 96) and all(b == 0 or 32 <= b < 127 for b in data[4:8])
+
+
+def looks_like_outsim(data: bytes) -> bool:
+    """OutSim v1: 64 or 68 bytes (the only content check is the size)."""
+    return len(data) in (64, 68)
+
+
 PROTOCOLS = (
     ProtocolInfo(
         name="outgauge",
@@ -253,6 +265,7 @@ PROTOCOLS = (
         default_port=4444,
         nominal_rate_hz=60.0,
         schema_file="outgauge.wrtf.yaml",
+        sniff="wrtfd.decoders.outgauge:looks_like_outgauge",
     ),
     ProtocolInfo(
         name="outsim",
@@ -262,6 +275,7 @@ PROTOCOLS = (
         default_port=4445,
         nominal_rate_hz=60.0,
         schema_file="outsim.wrtf.yaml",
+        sniff="wrtfd.decoders.outgauge:looks_like_outsim",
     ),
     ProtocolInfo(
         name="outsim2",

@@ -9,6 +9,7 @@ Each decoder module named in :data:`PROTOCOL_MODULES` defines a module-level ``P
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ __all__ = [
     "decoder_class",
     "get",
     "make_decoder",
+    "sniffers",
 ]
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
@@ -55,6 +57,10 @@ class ProtocolInfo:
     default_port: int | None = None  # usual UDP port, where the game has one
     nominal_rate_hz: float | None = None
     schema_file: str | None = None  # file name in SCHEMA_DIR, when the definition is fixed
+    #: "module:function" telling one datagram of this protocol from others by its size, magic
+    #: or header fields alone (``(bytes) -> bool``, pure and cheap, no decoding): how an
+    #: import recognises a game on a port it does not know. None: not recognisable by content.
+    sniff: str | None = None
 
 
 def all_protocols() -> dict[str, ProtocolInfo]:
@@ -76,6 +82,16 @@ def get(name: str) -> ProtocolInfo:
         return protocols[name]
     except KeyError:
         raise ConfigError(f"unknown protocol {name!r}; known: {', '.join(sorted(protocols))}") from None
+
+
+def sniffers(transport: str = "udp") -> dict[str, Callable[[bytes], bool]]:
+    """Protocol name -> its content test (:attr:`ProtocolInfo.sniff`), for protocols that have one."""
+    out: dict[str, Callable[[bytes], bool]] = {}
+    for name, info in all_protocols().items():
+        if info.sniff and info.transport == transport:
+            module_name, _, func = info.sniff.partition(":")
+            out[name] = getattr(importlib.import_module(module_name), func)
+    return out
 
 
 def decoder_class(name: str) -> type[Any]:

@@ -1,22 +1,26 @@
-"""Writing an import's single output file: refuse to overwrite, then replace atomically.
+"""Writing an import's output files: refuse to overwrite, then replace atomically.
 
-Both importers replay their samples through the recorder into a temporary directory beside the
-output and rename the one file into place, so a failed import never leaves a half-written file
-under the requested name.
+Importers replay their samples through the recorder into a temporary directory beside the
+output and rename the files into place only once all are complete, so a failed or interrupted
+import (an error, Ctrl-C) never leaves a half-written file under a requested name. A single-file
+import (CARLA, .zddsrec) uses :func:`replay_into_file`; one that may write several files (a
+capture holding several games) uses :func:`staging_dir` and :func:`place_outputs`.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from wrtfd.decoders.base import Sample
 from wrtfd.errors import ImportFormatError, WrtfdError
+from wrtfd.recorder.files import sanitize_component
 
-__all__ = ["check_output", "replay_into_file"]
+__all__ = ["check_output", "output_names", "place_outputs", "replay_into_file", "staging_dir"]
 
 
 def check_output(output: Path, *, force: bool) -> None:
@@ -56,3 +60,59 @@ def replay_into_file(
         if len(paths) != 1:
             raise WrtfdError(f"the recorder wrote {len(paths)} files for one import; expected one")
         os.replace(paths[0], output)  # same directory, so same filesystem: atomic
+
+
+@contextmanager
+def staging_dir(output: Path) -> Iterator[Path]:
+    """A temporary directory on the output's file system, removed on the way out (with whatever
+    an interrupted import left in it): the recorder writes there, :func:`place_outputs` moves."""
+    parent = output if _is_directory_target(output) else output.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".wrtfd-import-", dir=parent) as tmp:
+        yield Path(tmp)
+
+
+def _is_directory_target(output: Path) -> bool:
+    return output.is_dir() or output.suffix != ".wrtf"
+
+
+def output_names(output: Path, written: Mapping[str, Sequence[Path]]) -> dict[Path, Path]:
+    """Where each written file goes: ``written`` is the files per recording group, in order.
+
+    ``-o DIR`` (an existing directory, or a name without ``.wrtf``): the recorder's own file
+    names, in DIR. ``-o OUT.wrtf``: OUT.wrtf when the import wrote one file, else
+    ``OUT.<group>.wrtf`` (and ``OUT.<group>-2.wrtf``... for a group's later files).
+    """
+    if _is_directory_target(output):
+        return {p: output / p.name for paths in written.values() for p in paths}
+    total = sum(len(paths) for paths in written.values())
+    if total == 1:
+        return {next(p for paths in written.values() for p in paths): output}
+    names: dict[Path, Path] = {}
+    for group, paths in written.items():
+        for i, p in enumerate(paths):
+            suffix = "" if i == 0 else f"-{i + 1}"
+            names[p] = output.with_name(f"{output.stem}.{sanitize_component(group)}{suffix}.wrtf")
+    return names
+
+
+def place_outputs(output: Path, written: Mapping[str, Sequence[Path]], *, force: bool) -> list[Path]:
+    """Move the files an import wrote (in a :func:`staging_dir`) to their final names.
+
+    Every name is checked before any file moves, so a refused import leaves nothing behind.
+
+    :raises ImportFormatError: nothing was written (no source that delivered drives frames), or
+        a final name exists and ``force`` is not set.
+    """
+    if not any(written.values()):
+        raise ImportFormatError(
+            f"{output}: no frame was recorded (do the sources this file feeds drive frames?)"
+        )
+    names = output_names(output, written)
+    if not force:
+        taken = [str(dst) for dst in names.values() if dst.exists()]
+        if taken:
+            raise ImportFormatError(f"{taken[0]} exists; use --force to overwrite it")
+    for src, dst in names.items():
+        os.replace(src, dst)  # same file system: atomic per file
+    return list(names.values())

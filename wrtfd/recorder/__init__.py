@@ -21,6 +21,7 @@ from wrtfd.recorder.files import render_name as render_name
 from wrtfd.recorder.files import sanitize_component as sanitize_component
 from wrtfd.recorder.recorder import Recorder as Recorder
 from wrtfd.recorder.recorder import RecorderPolicy as RecorderPolicy
+from wrtfd.recorder.recorder import Replayer as Replayer
 from wrtfd.recorder.recorder import SourceSpec as SourceSpec
 from wrtfd.recorder.recorder import replay as replay
 
@@ -32,6 +33,7 @@ __all__ = [
     "LiveRecorder",
     "Recorder",
     "RecorderPolicy",
+    "Replayer",
     "SourceSpec",
     "compose_definition",
     "render_name",

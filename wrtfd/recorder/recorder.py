@@ -43,7 +43,17 @@ from wrtfd.scheduler import (
     TickScheduler,
 )
 
-__all__ = ["BeginOp", "EndOp", "FramesOp", "Op", "Recorder", "RecorderPolicy", "SourceSpec", "replay"]
+__all__ = [
+    "BeginOp",
+    "EndOp",
+    "FramesOp",
+    "Op",
+    "Recorder",
+    "RecorderPolicy",
+    "Replayer",
+    "SourceSpec",
+    "replay",
+]
 
 _INFO_KEYS = ("track", "car", "session_type")
 
@@ -341,6 +351,68 @@ def _coalesce(ops: Iterable[Op]) -> list[Op]:
     return out
 
 
+class Replayer:
+    """Records samples pushed one at a time (in receive order) as the daemon would: what
+    :func:`replay` does, for callers that route samples to several recordings (an import of a
+    capture holding several games). Driven by the samples' ``rx_ns`` only.
+
+    ``start_timestamp_us`` is the wall-clock time of the first sample's ``rx_ns``.
+
+    :raises ConfigError: a bad policy or definition, or a start too close to 0 for the tick grid.
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[SourceSpec],
+        policy: RecorderPolicy,
+        *,
+        start_timestamp_us: int,
+        metadata: Mapping[str, str] | None = None,
+        derived: Sequence[Any] = (),
+        batch_frames: int = 8192,
+    ) -> None:
+        half_tick_us = -(-500_000 // policy.rate_hz)
+        if start_timestamp_us < half_tick_us:
+            raise ConfigError(
+                f"start_timestamp_us must be at least {half_tick_us} at {policy.rate_hz} Hz "
+                "(tick 0 starts half a tick before the first sample)"
+            )
+        self.recorder = Recorder(sources, policy, derived, metadata=metadata, flush_each_batch=False)
+        self._start_us = start_timestamp_us
+        self._batch_frames = batch_frames
+        self._pending: list[Op] = []
+        self._queued = 0
+        self._count = 0
+
+    def push(self, sample: Sample) -> None:
+        rec = self.recorder
+        if rec._origin is None:
+            rec.set_origin(sample.rx_ns, self._start_us)
+        ops = rec.advance(sample.rx_ns, flush=self._count % 1024 == 1023)
+        self._count += 1
+        if ops:
+            self._pending.extend(ops)
+            self._queued += sum(len(o.frames) for o in ops if isinstance(o, FramesOp))
+            if self._queued >= self._batch_frames:
+                rec.apply(self._pending)
+                self._pending, self._queued = [], 0
+        rec.push(sample)
+
+    def finish(self) -> list[Path]:
+        """End the session, write everything, close the file; returns the files written."""
+        try:
+            self._pending.extend(self.recorder.finish("end"))
+            self.recorder.apply(self._pending)
+            self._pending = []
+        finally:
+            self.recorder.close()
+        return self.recorder.paths
+
+    def close(self) -> None:
+        """Close without finishing (an error elsewhere): what was written stays a valid prefix."""
+        self.recorder.close()
+
+
 def replay(
     samples: Iterable[Sample],
     sources: Sequence[SourceSpec],
@@ -358,29 +430,18 @@ def replay(
 
     :raises ConfigError: a bad policy or definition, or a start too close to 0 for the tick grid.
     """
-    half_tick_us = -(-500_000 // policy.rate_hz)
-    if start_timestamp_us < half_tick_us:
-        raise ConfigError(
-            f"start_timestamp_us must be at least {half_tick_us} at {policy.rate_hz} Hz "
-            "(tick 0 starts half a tick before the first sample)"
-        )
-    rec = Recorder(sources, policy, derived, metadata=metadata, flush_each_batch=False)
-    pending: list[Op] = []
-    queued = 0
+    replayer = Replayer(
+        sources,
+        policy,
+        start_timestamp_us=start_timestamp_us,
+        metadata=metadata,
+        derived=derived,
+        batch_frames=batch_frames,
+    )
     try:
-        for i, sample in enumerate(samples):
-            if rec._origin is None:
-                rec.set_origin(sample.rx_ns, start_timestamp_us)
-            ops = rec.advance(sample.rx_ns, flush=i % 1024 == 1023)
-            if ops:
-                pending.extend(ops)
-                queued += sum(len(o.frames) for o in ops if isinstance(o, FramesOp))
-                if queued >= batch_frames:
-                    rec.apply(pending)
-                    pending, queued = [], 0
-            rec.push(sample)
-        pending.extend(rec.finish("end"))
-        rec.apply(pending)
-    finally:
-        rec.close()
-    return rec.paths
+        for sample in samples:
+            replayer.push(sample)
+    except BaseException:
+        replayer.close()
+        raise
+    return replayer.finish()

@@ -1,0 +1,197 @@
+"""``wrtfd import CAPTURE``: games routed by port or content, each game its own recording."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.importers.frames import assert_same_frames
+from tests.pcap.test_pcap_io import classic_pcap, ipv4_udp
+from tests.sources.test_udp_loopback_record import f1_stream, forza_packets
+from tests.sources.udp_replay import assert_frames_match
+from wrtfd.cli.main import main
+from wrtfd.decoders.base import Sample
+from wrtfd.decoders.registry import make_decoder
+from wrtfd.errors import ImportFormatError
+from wrtfd.format import Reader
+from wrtfd.importers.pcap import import_capture
+from wrtfd.pcap import PcapngWriter
+from wrtfd.pcap.links import LINKTYPE_ETHERNET
+
+T0_NS = 1_700_000_000_000_000_000
+GAME = ("192.168.1.20", 50000)
+RIG = "192.168.1.5"
+
+
+def paced_forza(shared_data: Path, n: int) -> list[bytes]:
+    """Forza datagrams with TimestampMS every 1/60 s (the capture's own are irregular)."""
+    out = []
+    for i, raw in enumerate(forza_packets(shared_data, n)):
+        buf = bytearray(raw)
+        struct.pack_into("<iI", buf, 0, 1, 100_000 + round(i * 1000 / 60))
+        out.append(bytes(buf))
+    return out
+
+
+def write_capture(path: Path, flows: list[tuple[int, list[bytes], float]]) -> None:
+    """Datagrams of each flow (dst port, datagrams, rate) at their own pace, merged in time order."""
+    events = []
+    for port, datagrams, rate in flows:
+        for i, d in enumerate(datagrams):
+            events.append((T0_NS + round(i * 1e9 / rate) + port, port, d))
+    events.sort()
+    with path.open("wb") as f:
+        w = PcapngWriter(f)
+        iface = w.add_udp_interface("eth0")
+        for ts, port, d in events:
+            w.write_datagram(iface, ts, GAME, (RIG, port), d)
+
+
+def decoded(protocol: str, datagrams: list[bytes]) -> list[Sample]:
+    dec = make_decoder(protocol)
+    out = []
+    for d in datagrams:
+        r = dec.decode(d)
+        if r is not None:
+            out.append(Sample.from_decoded(protocol, 0, r))
+    return out
+
+
+def frames_of(path: Path) -> tuple[np.ndarray, dict[str, str]]:
+    with Reader(path) as r:
+        assert len(r.sessions) == 1
+        return np.array(r.frames(0)), dict(r.metadata)
+
+
+def test_two_games_become_two_files(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    forza = paced_forza(shared_data, 120)
+    f1 = f1_stream(shared_data, 90)  # 4 packets per game frame
+    cap = tmp_path / "rig.pcapng"
+    write_capture(cap, [(5301, forza, 60.0), (20777, f1, 240.0), (9999, [b"noise"] * 3, 10.0)])
+    out = tmp_path / "out"
+    assert main(["import", str(cap), "-o", str(out)]) == 0
+    files = sorted(out.glob("*.wrtf"))
+    assert len(files) == 2, files
+    by_source = {}
+    for f in files:
+        frames, meta = frames_of(f)
+        by_source[meta["wrtfd.sources"]] = frames
+    assert set(by_source) == {"forza", "f1"}
+    assert assert_frames_match(by_source["forza"], "forza", decoded("forza", forza)) > 120 * 50
+    f1_frames = by_source["f1"]["f1"]
+    assert list(f1_frames["frame_identifier"]) == list(range(5000, 5090))
+    assert list(f1_frames["speed"]) == list(range(90))
+    err = capsys.readouterr().err
+    assert "datagrams -> " in err and "unknown_protocol: 3" in err
+
+
+def test_one_output_name_for_two_games(shared_data: Path, tmp_path: Path) -> None:
+    cap = tmp_path / "rig.pcapng"
+    write_capture(
+        cap, [(5301, paced_forza(shared_data, 30), 60.0), (20777, f1_stream(shared_data, 30), 240.0)]
+    )
+    assert main(["import", str(cap), "-o", str(tmp_path / "rig.wrtf")]) == 0
+    assert sorted(p.name for p in tmp_path.glob("*.wrtf")) == ["rig.f1.wrtf", "rig.forza.wrtf"]
+    for name in ("f1", "forza"):
+        assert frames_of(tmp_path / f"rig.{name}.wrtf")[1]["wrtfd.sources"] == name
+
+
+def test_unknown_port_recognised_by_content_and_protocol_option(shared_data: Path, tmp_path: Path) -> None:
+    forza = paced_forza(shared_data, 60)
+    cap = tmp_path / "odd-port.pcapng"
+    write_capture(cap, [(6000, forza, 60.0)])
+    out = tmp_path / "sniffed.wrtf"
+    assert main(["import", str(cap), "-o", str(out)]) == 0
+    frames, meta = frames_of(out)
+    assert meta["wrtfd.sources"] == "forza"
+    assert assert_frames_match(frames, "forza", decoded("forza", forza)) > 60 * 50
+    forced = tmp_path / "forced.wrtf"
+    assert main(["import", str(cap), "-o", str(forced), "--protocol", "6000=forza"]) == 0
+    assert assert_same_frames(frames_of(forced)[0], frames) > 50
+
+
+def test_classic_pcap_over_ethernet_by_hand(shared_data: Path, tmp_path: Path) -> None:
+    """A classic (µs) pcap built byte by byte, Ethernet frames, Forza on its usual port."""
+    forza = paced_forza(shared_data, 30)
+    eth = b"\x02" * 12 + b"\x08\x00"
+    records = [
+        (T0_NS + round(i * 1e9 / 60), eth + ipv4_udp(GAME[0], GAME[1], RIG, 5301, d))
+        for i, d in enumerate(forza)
+    ]
+    cap = tmp_path / "hand.pcap"
+    cap.write_bytes(classic_pcap(records, linktype=LINKTYPE_ETHERNET, nano=False))
+    out = tmp_path / "hand.wrtf"
+    assert main(["import", str(cap), "-o", str(out)]) == 0
+    frames, _meta = frames_of(out)
+    assert assert_frames_match(frames, "forza", decoded("forza", forza)) > 30 * 50
+
+
+def test_nothing_importable_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cap = tmp_path / "noise.pcapng"
+    write_capture(cap, [(5301, [b"short"] * 5, 10.0)])
+    out = tmp_path / "o.wrtf"
+    assert main(["import", str(cap), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nothing to import" in err[0] and "forza: wrong_size 5" in err[0]
+    assert not out.exists() and not list(tmp_path.glob(".wrtfd-import-*"))
+
+
+def test_existing_output_is_kept(shared_data: Path, tmp_path: Path) -> None:
+    cap = tmp_path / "c.pcapng"
+    write_capture(cap, [(5301, paced_forza(shared_data, 20), 60.0)])
+    out = tmp_path / "o.wrtf"
+    out.write_bytes(b"keep me")
+    assert main(["import", str(cap), "-o", str(out)]) == 2
+    assert out.read_bytes() == b"keep me"
+    assert main(["import", str(cap), "-o", str(out), "--force"]) == 0
+    assert out.read_bytes()[:4] != b"keep"
+
+
+PACKET_REASONS = {
+    "truncated_packet",
+    "not_ip",
+    "not_udp",
+    "ip_fragment",
+    "bad_header",
+    "unsupported_link_type",
+}
+FILE_REASONS = {"truncated_block", "corrupt_block", "bad_interface", "no_timestamp"}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    junk=st.lists(st.binary(max_size=400), max_size=12),
+    edits=st.lists(st.tuples(st.integers(0, 20_000), st.binary(min_size=1, max_size=4)), max_size=4),
+)
+def test_fuzz_capture_import_counts_everything(
+    shared_data: Path, tmp_path: Path, junk: list[bytes], edits: list[tuple[int, bytes]]
+) -> None:
+    """Forza datagrams, garbage datagrams to its port and raw garbage frames, then bytes of the
+    file replaced: only ImportFormatError escapes, and every datagram is a sample or counted."""
+    forza = paced_forza(shared_data, 40)
+    cap = tmp_path / "fuzz.pcapng"
+    with cap.open("wb") as f:
+        w = PcapngWriter(f)
+        iface = w.add_udp_interface("eth0")
+        for i, d in enumerate(forza):
+            w.write_datagram(iface, T0_NS + i * 16_666_667, GAME, (RIG, 5301), d)
+            if i < len(junk):
+                w.write_datagram(iface, T0_NS + i * 16_666_667 + 1, GAME, (RIG, 5301), junk[i])
+                w.write_packet(iface, T0_NS + i * 16_666_667 + 2, junk[i])
+    raw = bytearray(cap.read_bytes())
+    for at, data in edits:
+        raw[at % len(raw) : at % len(raw) + len(data)] = data
+    cap.write_bytes(bytes(raw))
+    try:
+        report = import_capture(cap, tmp_path / "out", force=True)
+    except ImportFormatError:
+        return
+    routed = sum(n for reason, n in report.dropped.items() if reason not in PACKET_REASONS | FILE_REASONS)
+    assert report.read == report.samples + routed

@@ -1,0 +1,224 @@
+"""``wrtfd import GPS.log -o OUT.wrtf``: an NMEA 0183 log (raw sentences) -> one WRTF file.
+
+Lines are sentences as a receiver sent them, as a logger saved them: ``\\n``, ``\\r\\n`` or
+``\\r`` endings (mixed), blank lines and ``#`` comments (gpsd's logs) skipped, an optional
+timestamp or other prefix before the ``$`` ignored, ``$$`` prefixes (ST Teseo) accepted. Each
+sentence goes through the live :class:`~wrtfd.decoders.nmea.NmeaDecoder` (checksums verified:
+a bad one is counted as ``bad_checksum``), so a frame holds the same fix state the live serial
+source would have recorded.
+
+Time comes from the GPS itself: the fix's UTC time, dated by RMC or ZDA, past midnight by the
+decoder's rollover rule. So:
+
+* sentences before the first date (a GGA before any RMC) update the fix state but make no
+  sample (``before_first_date``);
+* a time that goes *backwards* (a receiver reset, logs concatenated out of order) cannot be
+  placed after what was already recorded: such sentences are dropped (``time_went_back``)
+  until the time passes the newest one again;
+* a time that jumps *forwards* is a pause: dropped ticks, or beyond 30 s a new session.
+
+The frame rate is the receiver's own (the median step between fix times, 1-100 Hz) unless
+``--rate`` is given; every epoch then has its own tick.
+
+``--config DAEMON.toml``: the log feeds the config's one NMEA source (its decoder options,
+mapping and recording group, with the group's other sources never delivering) and is recorded
+with the config's recorder policy, as the in-car daemon would have recorded it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import re
+import statistics
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from wrtfd.decoders.base import Sample
+from wrtfd.decoders.nmea import NmeaDecoder
+from wrtfd.errors import ConfigError, DecodeError, ImportFormatError
+from wrtfd.importers.output import check_output, place_outputs, staging_dir
+from wrtfd.importers.replay import GroupPlan, GroupReplay
+from wrtfd.importers.report import ImportReport, Progress, refuse_options
+
+__all__ = ["SOURCE_NAME", "import_nmea_log", "receiver_rate_hz", "run_import", "sentences"]
+
+SOURCE_NAME = "gps"
+#: Lines longer than this are not NMEA (82 characters, some receivers a few more).
+MAX_LINE_BYTES = 1024
+#: Epochs looked at to find the receiver's rate.
+RATE_EPOCHS = 4096
+_SPLIT = re.compile(rb"\r\n|\r|\n")
+_CHUNK_BYTES = 1 << 20
+
+
+def sentences(path: Path, report: ImportReport, progress: Progress | None = None) -> Iterator[bytes]:
+    """Every line that holds a sentence (from its ``$``/``!``), in file order; other lines counted.
+
+    Read in bounded chunks: a line without an end is never held beyond :data:`MAX_LINE_BYTES`.
+    """
+    tail = b""
+    skipping = False
+    with path.open("rb") as fh:
+        while True:
+            chunk = fh.read(_CHUNK_BYTES)
+            if progress is not None:
+                progress.update(fh.tell())
+            data = tail + chunk
+            parts = _SPLIT.split(data)
+            tail = parts.pop() if chunk else b""
+            if tail.endswith(b"\r"):  # a \r\n cut between two chunks
+                parts.append(tail[:-1])
+                tail = b""
+            for line in parts:
+                if skipping:  # the rest of an over-long line
+                    skipping = False
+                    continue
+                yield from _sentence(line, report)
+            if len(tail) > MAX_LINE_BYTES:
+                report.drop("too_long")
+                tail, skipping = b"", True
+            if not chunk:
+                break
+        if tail and not skipping:
+            yield from _sentence(tail, report)
+
+
+def _sentence(line: bytes, report: ImportReport) -> Iterator[bytes]:
+    line = line.strip()
+    if not line or line.startswith(b"#"):
+        return
+    report.read += 1
+    if len(line) > MAX_LINE_BYTES:
+        report.drop("too_long")
+        return
+    start = min((i for i in (line.find(b"$"), line.find(b"!")) if i >= 0), default=-1)
+    if start < 0:
+        report.drop("not_nmea")
+        return
+    yield line[start:]
+
+
+def receiver_rate_hz(times_ns: list[int]) -> int:
+    """The receiver's rate: 1 / the median step between distinct fix times (1-100 Hz)."""
+    steps = [b - a for a, b in itertools.pairwise(times_ns) if b > a]
+    if not steps:
+        return 1
+    return max(1, min(100, round(1e9 / statistics.median(steps))))
+
+
+def _times(path: Path) -> list[int]:
+    """Distinct fix times of the first :data:`RATE_EPOCHS` epochs (a quick first pass)."""
+    decoder = NmeaDecoder()
+    scratch = ImportReport(path, "lines")
+    out: list[int] = []
+    for line in sentences(path, scratch):
+        try:
+            decoded = decoder.decode(line)
+        except DecodeError:
+            continue
+        t = decoded.source_time_ns if decoded is not None else None
+        if t is not None and (not out or t > out[-1]):
+            out.append(t)
+            if len(out) >= RATE_EPOCHS:
+                break
+    return out
+
+
+def _samples(
+    path: Path, report: ImportReport, decoder: Any, name: str, transform: Any = None
+) -> Iterator[Sample]:
+    newest = -1
+    progress = Progress(path.name, path.stat().st_size)
+    for line in sentences(path, report, progress):
+        try:
+            decoded = decoder.decode(line)
+        except DecodeError as exc:
+            report.drop(exc.reason)
+            continue
+        if decoded is None:
+            continue
+        t = decoded.source_time_ns
+        if t is None:
+            report.drop("before_first_date")
+            continue
+        if t < newest:
+            report.drop("time_went_back")
+            continue
+        newest = t
+        report.samples += 1
+        sample = Sample(name, t, decoded.values, t)
+        yield transform(sample) if transform is not None else sample
+    progress.done()
+
+
+def import_nmea_log(
+    path: Path,
+    output: Path,
+    *,
+    config: Path | None = None,
+    rate_hz: int | None = None,
+    start_timestamp_us: int | None = None,
+    force: bool = False,
+) -> ImportReport:
+    """Import an NMEA log; see the module docstring.
+
+    :raises ImportFormatError: nothing to import (no dated fix), an output that exists, a bad option.
+    :raises ConfigError: a bad ``--config``, or one without exactly one NMEA source.
+    :raises OSError: reading the input or writing the output.
+    """
+    from wrtfd.recorder import RecorderPolicy, SourceSpec
+
+    if output.suffix == ".wrtf":
+        check_output(output, force=force)
+    if rate_hz is not None and rate_hz <= 0:
+        raise ImportFormatError(f"--rate must be a positive number of Hz, not {rate_hz}")
+    report = ImportReport(path, "lines")
+    times = _times(path)
+    if not times:
+        for _ in _samples(path, report, NmeaDecoder(), SOURCE_NAME):  # count the lines and why
+            pass
+        report.check_any()
+        raise ImportFormatError(f"{path}: no fix with a date (RMC or ZDA) to place the log in time")
+    shift_ns = 0 if start_timestamp_us is None else start_timestamp_us * 1000 - times[0]
+    metadata = {"import.file": path.name, "import.format": "nmea"}
+    with staging_dir(output) as staging:
+        groups = GroupReplay(wall_us=lambda rx_ns: (rx_ns + shift_ns) // 1000)
+        if config is not None:
+            from wrtfd.importers.daemon_config import ConfigGroups, load_daemon_config
+
+            loaded = load_daemon_config(config)
+            sources = ConfigGroups(
+                loaded, groups, staging=staging, rate_hz=rate_hz, metadata=metadata
+            ).of_protocol("nmea")
+            if len(sources) != 1:
+                raise ConfigError(f"{config}: {len(sources)} NMEA sources; the log feeds exactly one")
+            built = sources[0]
+            samples = _samples(path, report, built.source.decoder, built.source.name, built.transform)
+        else:
+            rate = rate_hz or receiver_rate_hz(times)
+            policy = RecorderPolicy(output_dir=staging, rate_hz=rate, session_idle_s=30.0)
+            spec = SourceSpec(name=SOURCE_NAME, definition=NmeaDecoder().definition, drives_frames=True)
+            groups.add(GroupPlan(SOURCE_NAME, [spec], policy, (), metadata))
+            samples = _samples(path, report, NmeaDecoder(), SOURCE_NAME)
+        written = groups.record(samples)
+        report.check_any()
+        report.outputs = place_outputs(output, written, force=force)
+    return report
+
+
+def run_import(args: argparse.Namespace) -> int:
+    """Entry point for ``wrtfd import GPS.log --format nmea``."""
+    refuse_options(args, "NMEA log", "track")
+    report = import_nmea_log(
+        args.file,
+        args.output,
+        config=args.config,
+        rate_hz=args.rate,
+        start_timestamp_us=args.start_timestamp,
+        force=args.force,
+    )
+    report.write(sys.stderr)
+    return 0

@@ -1,0 +1,414 @@
+"""``wrtfd import CAPTURE.pcapng``: the UDP games in a pcap or pcapng capture -> WRTF files.
+
+Each datagram goes to a *source* the way the daemon would have received it, then through that
+source's decoder, the scheduler and the recorder, driven by the capture's timestamps:
+
+* ``--config DAEMON.toml``: the config's UDP sources (port, host, protocol, decoder options,
+  mapping, track, recording group) and its ``[recorder]`` policy, built by the daemon's own
+  wiring without binding anything. A datagram to a port no source listens on is dropped
+  (``no_source``), as the daemon never receives it. Each recording group holds all its sources,
+  serial ones too (never fed by a capture, until the tap's serial interfaces are replayed), so
+  the frame layout is the live file's. So a raw tap of the daemon replays into the recording
+  the daemon made.
+* without ``--config``: the built-in default (every game on its usual port, each game its own
+  recording group). ``--protocol NAME`` says every datagram is NAME; ``--protocol PORT=NAME``
+  names the game on one port. A datagram to any other port is recognised by its content: each
+  protocol's registered test (:attr:`~wrtfd.decoders.registry.ProtocolInfo.sniff`: size, magic,
+  header fields, never a decode) must accept every datagram of the flow seen so far, and the
+  flow (destination port) gets the one protocol left. Flows that no protocol, or more than one,
+  accepts are dropped (``unknown_protocol``, ``ambiguous_protocol``: use ``--protocol``).
+
+Several games in one capture become several recordings, one file (or more, with rotation) per
+recording group. Drops are counted by reason: the capture's (``truncated_block``...), the
+packets' (``ip_fragment``, ``not_udp``...), routing, and each source's decoder
+(``f1: wrong_size``), as the daemon's status would show them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from wrtfd.decoders.base import Sample
+from wrtfd.errors import ConfigError, DecodeError, ImportFormatError
+from wrtfd.importers.daemon_config import ConfigGroups
+from wrtfd.importers.output import check_output, place_outputs, staging_dir
+from wrtfd.importers.replay import GroupReplay
+from wrtfd.importers.report import ImportReport, Progress
+from wrtfd.pcap.links import LINKTYPE_USER0, SUPPORTED_LINK_TYPES, parse_udp
+from wrtfd.pcap.reader import CaptureReader
+
+__all__ = ["SNIFF_MAX_DATAGRAMS", "import_capture", "parse_protocol_options", "run_import"]
+
+#: Datagrams of an unknown flow held while its protocol is still ambiguous.
+SNIFF_MAX_DATAGRAMS = 64
+_ANY_HOST = frozenset({"0.0.0.0", "::"})
+
+
+class _Route:
+    """One source of the import: what the daemon's UdpSource does with a datagram, minus the socket."""
+
+    __slots__ = ("allow", "decode", "delivered", "group", "last_key", "max_bytes", "name", "transform")
+
+    def __init__(self, built: Any) -> None:
+        src = built.config
+        source = built.source
+        self.name: str = source.name
+        self.group: str = src.group_name
+        self.decode: Callable[[bytes], Any] = source.decoder.decode
+        self.transform = built.transform
+        self.allow = getattr(source, "allow", None)
+        self.max_bytes: int = getattr(source, "max_datagram_bytes", 65507)
+        self.last_key: object = None
+        self.delivered = 0
+
+
+class _Flow:
+    """A destination port without a source: its protocol is being recognised by content."""
+
+    __slots__ = ("candidates", "pending", "route")
+
+    def __init__(self, candidates: set[str]) -> None:
+        self.candidates = candidates
+        self.pending: list[tuple[int, bytes, bytes]] = []  # (ts_ns, sender address, payload)
+        self.route: _Route | None = None
+
+
+def parse_protocol_options(values: list[str]) -> tuple[str | None, dict[int, str]]:
+    """``--protocol NAME`` (every datagram) or ``--protocol PORT=NAME`` (repeatable).
+
+    :raises ConfigError: a malformed value, or NAME mixed with PORT=NAME.
+    """
+    every: str | None = None
+    ports: dict[int, str] = {}
+    for value in values:
+        port_text, eq, name = value.rpartition("=")
+        if not eq:
+            every = value
+            continue
+        try:
+            port = int(port_text)
+        except ValueError:
+            port = -1
+        if not 1 <= port <= 65535 or not name:
+            raise ConfigError(f"--protocol {value!r}: expected NAME or PORT=NAME (port 1-65535)")
+        ports[port] = name
+    if every is not None and (ports or len([v for v in values if "=" not in v]) > 1):
+        raise ConfigError("--protocol NAME (every datagram) cannot be combined with other --protocol values")
+    return every, ports
+
+
+class _CaptureImport:
+    """The routing state of one import (see the module docstring)."""
+
+    def __init__(
+        self,
+        loaded: Any,
+        *,
+        every: str | None,
+        staging: Path,
+        rate_hz: int | None,
+        report: ImportReport,
+        groups: GroupReplay,
+    ) -> None:
+        from wrtfd.daemon.config import AssettoCorsaSourceConfig, UdpSourceConfig
+        from wrtfd.decoders import registry
+
+        self.report = report
+        self.every = every
+        self.config = ConfigGroups(
+            loaded,
+            groups,
+            staging=staging,
+            rate_hz=rate_hz,
+            metadata={"import.file": report.source.name, "import.format": "capture"},
+        )
+        self.names = set(self.config.built)
+        #: dst port -> routes (a host-bound source first, then the any-address one)
+        self.by_port: dict[int, list[tuple[bytes | None, _Route]]] = {}
+        #: the game's (src) port -> routes, for sources that contact the game (Assetto Corsa)
+        self.by_game_port: dict[int, list[tuple[bytes | None, _Route]]] = {}
+        self.every_route: _Route | None = None
+        self.by_name: dict[str, _Route] = {}
+        for b in self.config.built.values():
+            src = b.config
+            if isinstance(src, UdpSourceConfig):
+                port = src.port if src.port is not None else registry.get(src.protocol).default_port
+                table = self.by_port
+                host = src.host
+            elif isinstance(src, AssettoCorsaSourceConfig):
+                port, table, host = src.port, self.by_game_port, src.host
+            else:
+                report.notes.append(f"source {src.source_name!r} ({src.kind}) is not in a capture's UDP")
+                continue
+            route = _Route(b)
+            self.by_name[route.name] = route
+            if every is not None:
+                self.every_route = route
+            entries = table.setdefault(int(port or 0), [])
+            entries.insert(0 if host not in _ANY_HOST else len(entries), (_packed(host), route))
+        self.sniffers = registry.sniffers("udp") if loaded.origin == "built-in default" else {}
+        self.push = groups.push
+        self.flows: dict[int, _Flow] = {}
+
+    # -- per datagram ------------------------------------------------------------------------------
+
+    def route(self, src: bytes, sport: int, dst: bytes, dport: int) -> _Route | _Flow | None:
+        if self.every_route is not None:
+            return self.every_route
+        for table, port, addr in ((self.by_port, dport, dst), (self.by_game_port, sport, src)):
+            entries = table.get(port)
+            if entries:
+                for host, route in entries:
+                    if host is None or host == addr:
+                        return route
+        if not self.sniffers:
+            return None
+        flow = self.flows.get(dport)
+        if flow is None:
+            flow = self.flows[dport] = _Flow(set(self.sniffers))
+        return flow.route if flow.route is not None else flow
+
+    def deliver(self, route: _Route, ts_ns: int, sender: bytes, payload: bytes) -> None:
+        """What UdpSource's handler does with a datagram (allowlist, size, decode, session key)."""
+        if route.allow is not None and not route.allow.allows(_text(sender)):
+            self.report.drop(f"{route.name}: sender_not_allowed")
+            return
+        if len(payload) > route.max_bytes:
+            self.report.drop(f"{route.name}: too_large")
+            return
+        try:
+            decoded = route.decode(payload)
+        except DecodeError as exc:
+            self.report.drop(f"{route.name}: {exc.reason}")
+            return
+        except Exception:  # a decoder bug: counted like the live source does, never fatal
+            self.report.drop(f"{route.name}: decoder_error")
+            return
+        if decoded is None:
+            return
+        key = decoded.session_key
+        changed = False
+        if key is not None and key != route.last_key:
+            changed = route.last_key is not None
+            route.last_key = key
+        sample = Sample(
+            route.name,
+            ts_ns,
+            decoded.values,
+            decoded.source_time_ns,
+            changed or decoded.new_session,
+            decoded.session_info,
+        )
+        if route.transform is not None:
+            sample = route.transform(sample)
+        route.delivered += 1
+        self.push(sample)
+
+    def sniff(self, flow: _Flow, dport: int, ts_ns: int, sender: bytes, payload: bytes) -> None:
+        """Narrow the flow's candidates with one more datagram; decide when one is left."""
+        if not flow.candidates:
+            self.report.drop("unknown_protocol")
+            return
+        flow.candidates = {name for name in flow.candidates if self.sniffers[name](payload)}
+        flow.pending.append((ts_ns, sender, payload))
+        if len(flow.candidates) == 1:
+            flow.route = self._new_route(next(iter(flow.candidates)), dport)
+            pending, flow.pending = flow.pending, []
+            for item in pending:
+                self.deliver(flow.route, *item)
+        elif not flow.candidates:
+            self.report.drop("unknown_protocol", len(flow.pending))
+            flow.pending = []
+        elif len(flow.pending) >= SNIFF_MAX_DATAGRAMS:
+            self._ambiguous(dport, flow)
+            flow.candidates = set()
+
+    def finish_flows(self) -> None:
+        """Flows still undecided at the end of the capture: their datagrams are dropped."""
+        for dport, flow in self.flows.items():
+            if flow.pending:
+                self._ambiguous(dport, flow)
+
+    def _ambiguous(self, dport: int, flow: _Flow) -> None:
+        self.report.drop("ambiguous_protocol", len(flow.pending))
+        self.report.notes.append(
+            f"port {dport}: {' or '.join(sorted(flow.candidates))}? use --protocol {dport}=NAME"
+        )
+        flow.pending = []
+
+    def _new_route(self, protocol: str, port: int) -> _Route:
+        """The source of a recognised flow: the default's source of that game when it has had
+        no datagram (the game sends to another port than usual), else a new one, built like a
+        configured one, in a group of its own."""
+        self.report.notes.append(f"port {port}: recognised as {protocol} by its content")
+        idle = self.by_name.get(protocol)
+        if idle is not None and idle.delivered == 0:
+            return idle
+        name = protocol if protocol not in self.names else f"{protocol}_{port}"
+        self.names.add(name)
+        built = self.config.add_source(
+            {"kind": "udp", "name": name, "protocol": protocol, "port": port, "group": name}
+        )
+        route = self.by_name[name] = _Route(built)
+        return route
+
+
+def _packed(host: str) -> bytes | None:
+    if host in _ANY_HOST:
+        return None
+    return socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
+
+
+def _text(raw: bytes) -> str:
+    return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
+
+
+def _loaded_config(config: Path | None, every: str | None, ports: Mapping[int, str]) -> Any:
+    """The daemon config the import routes by: the file, or the built-in default (+ --protocol)."""
+    from wrtfd.daemon.config import LoadedConfig, check_protocols, load_config, parse_config
+    from wrtfd.daemon.defaults import default_config_data
+    from wrtfd.decoders import registry
+
+    if config is not None:
+        if every is not None or ports:
+            raise ConfigError("--protocol and --config: the config already says which port is which game")
+        return load_config(config)
+    if every is not None:
+        info = registry.get(every)
+        port = info.default_port or 1
+        data: dict[str, Any] = {
+            "sources": [{"kind": "udp", "name": every, "protocol": every, "port": port, "group": every}]
+        }
+    else:
+        data = default_config_data(registry.all_protocols(), {})
+        named = set(ports.values())  # the game is on the port given, not on its usual one
+        data["sources"] = [s for s in data["sources"] if s["port"] not in ports and s["name"] not in named]
+        for port, name in sorted(ports.items()):
+            taken = {s["name"] for s in data["sources"]}
+            label = name if name not in taken else f"{name}_{port}"
+            data["sources"].append(
+                {"kind": "udp", "name": label, "protocol": name, "port": port, "group": label}
+            )
+    origin = "--protocol" if every is not None or ports else "built-in default"
+    parsed = parse_config(data, origin)
+    check_protocols(parsed, origin)
+    return LoadedConfig(config=parsed, origin=origin, base_dir=Path.cwd())
+
+
+def import_capture(
+    path: Path,
+    output: Path,
+    *,
+    config: Path | None = None,
+    protocols: list[str] | None = None,
+    rate_hz: int | None = None,
+    start_timestamp_us: int | None = None,
+    force: bool = False,
+) -> ImportReport:
+    """Import a pcap/pcapng capture; see the module docstring.
+
+    :raises ImportFormatError: not a capture, nothing importable, an output that exists.
+    :raises ConfigError: a bad ``--config`` or ``--protocol``.
+    :raises OSError: reading the capture or writing the output.
+    """
+    if output.suffix == ".wrtf":
+        check_output(output, force=force)
+    if rate_hz is not None and rate_hz <= 0:
+        raise ImportFormatError(f"--rate must be a positive number of Hz, not {rate_hz}")
+    every, ports = parse_protocol_options(protocols or [])
+    loaded = _loaded_config(config, every, ports)
+    report = ImportReport(path, "datagrams")
+    first_ns: list[int] = []
+
+    def wall_us(rx_ns: int) -> int:
+        if start_timestamp_us is None:
+            return rx_ns // 1000
+        return start_timestamp_us + (rx_ns - first_ns[0]) // 1000
+
+    with CaptureReader(path) as reader, staging_dir(output) as staging:
+        groups = GroupReplay(wall_us=wall_us)
+        try:
+            state = _CaptureImport(
+                loaded, every=every, staging=staging, rate_hz=rate_hz, report=report, groups=groups
+            )
+            _run(reader, state, report, first_ns)
+            written = groups.finish()
+        except BaseException:
+            groups.close()
+            raise
+        for reason, n in reader.drops.as_dict().items():
+            report.drop(reason, n)
+        report.check_any()
+        report.outputs = place_outputs(output, written, force=force)
+    return report
+
+
+def _run(reader: CaptureReader, state: _CaptureImport, report: ImportReport, first_ns: list[int]) -> None:
+    progress = Progress(reader.path.name, reader.size)
+    interfaces = reader.interfaces
+    route_of = state.route
+    deliver = state.deliver
+    drop = report.drop
+    cache: dict[tuple[bytes, int, bytes, int], Any] = {}
+    last_ns = -1
+    held = 0
+    read = 0
+    for n, (ts_ns, index, data) in enumerate(reader.packets(), 1):
+        if n & 0x3FFF == 0:
+            progress.update(reader.position)
+        linktype = interfaces[index].linktype
+        if linktype is None or linktype not in SUPPORTED_LINK_TYPES:
+            drop("raw_data" if linktype == LINKTYPE_USER0 else "unsupported_link_type")
+            continue
+        datagram = parse_udp(linktype, data, ts_ns)
+        if isinstance(datagram, str):
+            drop(datagram)
+            continue
+        read += 1
+        if not first_ns:
+            first_ns.append(ts_ns)
+        if ts_ns < last_ns:  # a merged or re-ordered capture: keep time from running backwards
+            ts_ns = last_ns
+            held += 1
+        last_ns = ts_ns
+        key = (datagram.src, datagram.src_port, datagram.dst, datagram.dst_port)
+        route = cache.get(key)
+        if route is None or isinstance(route, _Flow):
+            route = route_of(*key)
+            if len(cache) > 4096:
+                cache.clear()
+            cache[key] = route
+        if route is None:
+            drop("no_source")
+        elif isinstance(route, _Route):
+            deliver(route, ts_ns, datagram.src, datagram.payload)
+        else:
+            state.sniff(route, datagram.dst_port, ts_ns, datagram.src, datagram.payload)
+    report.read = read
+    state.finish_flows()
+    progress.done()
+    report.samples = sum(r.delivered for r in state.by_name.values())
+    if held:
+        report.notes.append(f"{held} datagrams stamped before the previous one were held at its time")
+
+
+def run_import(args: argparse.Namespace) -> int:
+    """Entry point for ``wrtfd import CAPTURE`` (see ``wrtfd.cli.import_cmd``)."""
+    if getattr(args, "track", None) is not None:
+        raise ImportFormatError("--track with a capture: give the source a `track` in a --config file")
+    report = import_capture(
+        args.file,
+        args.output,
+        config=args.config,
+        protocols=args.protocol,
+        rate_hz=args.rate,
+        start_timestamp_us=args.start_timestamp,
+        force=args.force,
+    )
+    report.write(sys.stderr)
+    return 0
