@@ -5,6 +5,11 @@ six gears); the packets are the game's real format at its rate. ``--speed-scale 
 simulated seconds per real second; the packets' own clocks carry simulated time. At the end the
 simulator's lap times are printed (stderr, or JSON on stdout with ``--json``): they are the
 reference the recorder's lap detection is checked against.
+
+Gran Turismo 7 streams only on request, so ``--protocol gt7`` plays the console instead of
+sending: ``--listen HOST:PORT`` binds the heartbeat port (the console's is 33739), the drive
+starts with the first heartbeat, and the encrypted packets go back to the heartbeat's sender in
+the variant its letter asked for (``--gt7-variants`` limits the letters this console knows).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any
 
 __all__ = ["register"]
 
-PROTOCOLS = ("forza", "f1", "outgauge", "outsim")
+PROTOCOLS = ("forza", "f1", "outgauge", "outsim", "gt7", "pcars2", "pcars")
 
 
 def register(subparsers: Any) -> None:
@@ -31,6 +36,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--track", type=Path, required=True, help="track file (format 2.0)")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--to", metavar="HOST:PORT", help="where to send the datagrams")
+    where.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="gt7: play the console: wait for heartbeats here (the console's port is 33739)",
+    )
     where.add_argument(
         "--record",
         type=Path,
@@ -51,6 +61,23 @@ def register(subparsers: Any) -> None:
         help="forza packet variant (default fm2023, 331 bytes)",
     )
     p.add_argument("--f1-format", type=int, choices=(2024, 2025), default=2024, help="f1 packetFormat")
+    p.add_argument(
+        "--gt7-variants",
+        default="AB~C",
+        help="gt7: heartbeat letters the simulated console knows (default AB~C; others are ignored)",
+    )
+    p.add_argument(
+        "--gt7-timeout-s",
+        type=float,
+        default=10.0,
+        help="gt7: the console stops streaming after this long without a heartbeat (default 10)",
+    )
+    p.add_argument(
+        "--wait-s",
+        type=float,
+        default=60.0,
+        help="gt7: wait this long for the first heartbeat (default 60)",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     p.set_defaults(func=_run)
 
@@ -72,12 +99,18 @@ def _run(args: argparse.Namespace) -> int:
             address = parse_address(args.to)
         except ValueError as exc:
             raise WrtfdError(f"--to: {exc}") from None
+    gt7_letters = _gt7_letters(args)
     track = load_track(args.track)
     path = LanePath(track, args.lane)
     sectors = timing_sectors(track, path)
     info = TrackInfo(track.name, path.length_m, sectors, args.laps)
     encoder = make_encoder(
-        args.protocol, info, seed=args.seed, forza_format=args.forza_format, f1_format=args.f1_format
+        args.protocol,
+        info,
+        seed=args.seed,
+        forza_format=args.forza_format,
+        f1_format=args.f1_format,
+        gt7_variant=gt7_letters[-1],
     )
     rate = args.rate or encoder.rate_hz
     sim = Simulation(path, laps=args.laps, rate_hz=rate, seed=args.seed, sectors_m=sectors)
@@ -91,7 +124,10 @@ def _run(args: argparse.Namespace) -> int:
         "speed_scale": args.speed_scale,
         "seed": args.seed,
     }
-    if address is not None:
+    if args.listen is not None:
+        summary.update(_console(args, sim, encoder, gt7_letters, rate))
+        where = f"the heartbeat's sender ({args.listen})"
+    elif address is not None:
         summary.update(_send(args, sim, encoder, address, rate))
         where = f"{address[0]}:{address[1]}"
     else:
@@ -135,15 +171,28 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _send(
-    args: argparse.Namespace, sim: Any, encoder: Any, address: tuple[str, int], rate: float
-) -> dict[str, Any]:
-    import socket
+def _gt7_letters(args: argparse.Namespace) -> str:
+    """The heartbeat letters of ``--gt7-variants`` in the order A, B, ~, C (the richest last).
 
+    :raises WrtfdError: a bad letter, or a transport that does not fit the protocol.
+    """
     from wrtfd.errors import WrtfdError
-    from wrtfd.simulate import send_session
 
-    host, port = address
+    if args.protocol == "gt7" and args.to is not None:
+        raise WrtfdError("--to: gt7 streams only on request; play the console with --listen HOST:33739")
+    if args.protocol != "gt7" and args.listen is not None:
+        raise WrtfdError(f"--listen: only gt7 waits for heartbeats; send {args.protocol} with --to")
+    order = "AB~C"
+    wanted = set(args.gt7_variants)
+    if not wanted or not wanted <= set(order):
+        raise WrtfdError(f"--gt7-variants: letters from {order}, got {args.gt7_variants!r}")
+    if args.gt7_timeout_s <= 0 or args.wait_s <= 0:
+        raise WrtfdError("--gt7-timeout-s and --wait-s must be positive")
+    return "".join(c for c in order if c in wanted)
+
+
+def _on_tick(sim: Any, rate: float) -> Any:
+    """Progress on stderr: each lap as it completes, and (on a TTY) where the car is."""
     tty = sys.stderr.isatty()
     last_lap = [0]
 
@@ -158,6 +207,58 @@ def _send(
                 f" {state.speed_mps * 3.6:5.0f} km/h gear {state.gear}\r"
             )
 
+    return on_tick
+
+
+def _console(args: argparse.Namespace, sim: Any, encoder: Any, letters: str, rate: float) -> dict[str, Any]:
+    """gt7: play the console on ``--listen`` until the drive is over."""
+    import socket
+
+    from wrtfd.errors import WrtfdError
+    from wrtfd.simulate import parse_address
+    from wrtfd.simulate.gt7 import Gt7Console
+
+    try:
+        host, port = parse_address(args.listen)
+    except ValueError as exc:
+        raise WrtfdError(f"--listen: {exc}") from None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise WrtfdError(f"--listen: cannot bind {host}:{port}: {exc.strerror or exc}") from None
+        sock.setblocking(False)
+        console = Gt7Console(encoder, sock, understands=letters, timeout_s=args.gt7_timeout_s)
+        sys.stderr.write(f"gt7 console on {host}:{port}: waiting for a heartbeat ({letters})\n")
+        if not console.wait_first(args.wait_s):
+            raise WrtfdError(f"--listen: no heartbeat on {host}:{port} within {args.wait_s:g} s")
+        stats = console.serve(
+            sim.states(), rate_hz=rate, speed_scale=args.speed_scale, on_tick=_on_tick(sim, rate)
+        )
+    return {
+        "ticks": stats.ticks,
+        "datagrams": stats.datagrams,
+        "bytes": stats.bytes,
+        "late_ticks": stats.late_ticks,
+        "send_errors": stats.send_errors,
+        "unsent_ticks": stats.unsent_ticks,
+        "heartbeats": stats.heartbeats,
+        "ignored_heartbeats": stats.ignored_heartbeats,
+        "streams": stats.letters,
+    }
+
+
+def _send(
+    args: argparse.Namespace, sim: Any, encoder: Any, address: tuple[str, int], rate: float
+) -> dict[str, Any]:
+    import socket
+
+    from wrtfd.errors import WrtfdError
+    from wrtfd.simulate import send_session
+
+    host, port = address
+    on_tick = _on_tick(sim, rate)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         addr = socket.getaddrinfo(host, port, family, socket.SOCK_DGRAM)[0][4]

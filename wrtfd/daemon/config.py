@@ -44,6 +44,7 @@ __all__ = [
     "Config",
     "DaemonConfig",
     "DdsSourceConfig",
+    "Gt7SourceConfig",
     "LoadedConfig",
     "LoggingConfig",
     "RecorderConfig",
@@ -221,6 +222,33 @@ class AssettoCorsaSourceConfig(_SourceBase):
     port: Port = 9996
 
 
+# --- issue 14: Gran Turismo 7 -------------------------------------------------------------------
+class Gt7SourceConfig(_SourceBase):
+    """Gran Turismo 7: we heartbeat the console and it streams back to us (wrtfd.sources.gt7)."""
+
+    kind: Literal["gt7"]
+    protocol: Literal["gt7"] = "gt7"
+    #: The PlayStation's IP address (its network settings show it): heartbeats go there.
+    console: HostIP
+    #: Packet variant to ask for: A 296 B, B 316 B, ~ 344 B, C 368 B; absent: the richest the
+    #: console answers (C, then ~, B, A).
+    variant: Literal["A", "B", "~", "C"] | None = None
+    #: Local address and port the console streams to (it always sends to port 33740).
+    host: HostIP = "0.0.0.0"
+    port: Port = 33740
+    console_port: Port = 33739
+    heartbeat_interval_s: Annotated[float, Field(gt=0, le=10)] = 1.5
+    #: Without a fixed variant: how long each letter is tried before the next one.
+    probe_s: Annotated[float, Field(gt=0, le=60)] = 3.0
+    #: No packet for this long: the stream is lost and asked for again.
+    stream_timeout_s: Annotated[float, Field(gt=0, le=60)] = 3.0
+    rcvbuf_bytes: Annotated[int, Field(ge=4096, le=1 << 28)] = 1 << 20
+    read_interval_s: Annotated[float, Field(ge=0, le=1)] = DEFAULT_READ_INTERVAL_S
+
+
+# --- end issue 14 --------------------------------------------------------------------------------
+
+
 class SerialSourceConfig(_SourceBase):
     """A serial logger (GPS NMEA, CAN through SLCAN, OBD-II ELM327)."""
 
@@ -249,7 +277,7 @@ class DdsSourceConfig(_SourceBase):
 
 
 SourceConfig = Annotated[
-    UdpSourceConfig | AssettoCorsaSourceConfig | SerialSourceConfig | DdsSourceConfig,
+    UdpSourceConfig | AssettoCorsaSourceConfig | SerialSourceConfig | DdsSourceConfig | Gt7SourceConfig,
     Field(discriminator="kind"),
 ]
 
@@ -357,7 +385,7 @@ class Config(_Model):
             )
         bound: list[tuple[int, str, int]] = []
         for i, src in enumerate(self.sources):
-            if isinstance(src, UdpSourceConfig) and src.port is not None:
+            if isinstance(src, UdpSourceConfig | Gt7SourceConfig) and src.port is not None:
                 for j, host, port in bound:
                     if port == src.port and (host == src.host or "0.0.0.0" in (host, src.host)):
                         raise ValueError(f"sources[{i}] and sources[{j}] both listen on UDP port {port}")
@@ -438,7 +466,7 @@ _EXPECTED: dict[str, str] = {
     "path_type": "expected a path (string)",
     "extra_forbidden": "unknown key",
     "missing": "required key is missing",
-    "union_tag_not_found": "required key `kind` is missing (udp | assetto_corsa | serial | dds)",
+    "union_tag_not_found": "required key `kind` is missing (udp | assetto_corsa | gt7 | serial | dds)",
 }
 
 
@@ -538,7 +566,7 @@ def check_protocols(config: Config, origin: str) -> None:
     from wrtfd.decoders import registry
 
     known = registry.all_protocols()
-    wanted_transport = {"udp": "udp", "assetto_corsa": "udp", "serial": "serial", "dds": "tcp"}
+    wanted_transport = {"udp": "udp", "assetto_corsa": "udp", "gt7": "udp", "serial": "serial", "dds": "tcp"}
     for i, src in enumerate(config.sources):
         if isinstance(src, DdsSourceConfig):
             continue  # a DDS stream carries its own types; its topic map says what to record

@@ -22,6 +22,7 @@ import yaml
 from wrtfd.daemon.config import (
     AssettoCorsaSourceConfig,
     DdsSourceConfig,
+    Gt7SourceConfig,
     LoadedConfig,
     SerialSourceConfig,
     SourceConfig,
@@ -193,6 +194,27 @@ def build_source(loaded: LoadedConfig, index: int, src: SourceConfig) -> BuiltSo
                 where, "host", assetto_corsa.AssettoCorsaSource, name, decoder, host=src.host, port=src.port
             )
             address = f"udp peer {src.host}:{src.port}"
+        elif isinstance(src, Gt7SourceConfig):  # issue 14: GT7 heartbeats the console
+            from wrtfd.sources.gt7 import Gt7Source
+
+            source = _call(
+                where,
+                "console",
+                Gt7Source,
+                name,
+                decoder,
+                console=src.console,
+                console_port=src.console_port,
+                host=src.host,
+                port=src.port,
+                variant=src.variant,
+                heartbeat_interval_s=src.heartbeat_interval_s,
+                probe_s=src.probe_s,
+                stream_timeout_s=src.stream_timeout_s,
+                rcvbuf_bytes=src.rcvbuf_bytes,
+                read_interval_s=src.read_interval_s,
+            )
+            address = f"udp {src.host}:{src.port}, heartbeat to {src.console}:{src.console_port}"
         else:
             source = _serial_source(src, decoder, where)
             address = f"serial {src.device} {src.baudrate} baud"

@@ -30,6 +30,9 @@ PROTOCOL_MODULES: tuple[str, ...] = (
     "wrtfd.decoders.nmea",
     "wrtfd.decoders.slcan",
     "wrtfd.decoders.obd",
+    # issue 14: GT7, Project CARS 1/2 + AMS2
+    "wrtfd.decoders.gt7",
+    "wrtfd.decoders.pcars",
 )
 
 

@@ -485,6 +485,10 @@ ENCODERS: dict[str, str] = {
     "f1": "EA F1 2024/2025 (Motion, Lap Data, Car Telemetry, Session, Event)",
     "outgauge": "LFS OutGauge (92 B)",
     "outsim": "LFS OutSim v1 (64 B, positions)",
+    # issue 14
+    "gt7": "Gran Turismo 7, encrypted; the simulator plays the console (--listen); --gt7-variants",
+    "pcars2": "Project CARS 2 / AMS2 UDP v2 (telemetry, timings, race, participants, game state...)",
+    "pcars": "Project CARS 1 UDP (telemetry 1367 B, participant strings 1347 B)",
 }
 
 
@@ -496,6 +500,7 @@ def make_encoder(
     forza_format: str = "fm2023",
     f1_format: int = 2024,
     car: CarSpec | None = None,
+    gt7_variant: str = "C",
 ) -> Encoder:
     """The encoder for ``protocol`` (a name in :data:`ENCODERS`).
 
@@ -513,4 +518,13 @@ def make_encoder(
         return OutGaugeEncoder(track, car=car)
     if protocol == "outsim":
         return OutSimEncoder(track, car=car)
+    # issue 14: the GT7 and Project CARS encoders live in their own modules
+    if protocol == "gt7":
+        from wrtfd.simulate.gt7 import Gt7Encoder
+
+        return Gt7Encoder(track, letter=gt7_variant, car=car, seed=seed)
+    if protocol in ("pcars2", "pcars"):
+        from wrtfd.simulate.pcars import Pcars1Encoder, Pcars2Encoder
+
+        return Pcars2Encoder(track, car=car) if protocol == "pcars2" else Pcars1Encoder(track, car=car)
     raise ValueError(f"unknown protocol {protocol!r}; known: {', '.join(ENCODERS)}")
