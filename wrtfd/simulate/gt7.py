@@ -145,7 +145,7 @@ class Gt7Encoder:
             _u8(state.brake * 255) if racing else 0,
             0,
         )
-        wheel = v / c.wheel_radius_m
+        wheel = -v / c.wheel_radius_m  # negative rolling forward, as in real captures
         wheels = _WHEELS.pack(0.0, 1.0, 0.0, y, *([wheel] * 4), *([c.wheel_radius_m] * 4), *([0.1] * 4))
         ratios = (*c.gear_ratios, *([0.0] * (8 - len(c.gear_ratios))))[:8]
         tail = _TAIL.pack(state.clutch, 1.0 - state.clutch, state.rpm if racing else 0.0, 80.0, *ratios, 3311)
