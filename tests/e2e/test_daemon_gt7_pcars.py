@@ -1,0 +1,131 @@
+"""End to end, per game: ``wrtfd run`` (a real daemon subprocess) records ``wrtfd simulate``
+(another subprocess) driving one lap of the oval over loopback UDP, with lap channels from the
+track file. GT7 runs through the heartbeat: the simulator plays a console that knows A, B and ~
+(not C), and the daemon's source has to find the richest variant it answers. The recorded lap
+agrees with the simulator's within a few ticks (live, samples are placed on the arrival clock).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from test_daemon_harness import Daemon, free_port, recordings, udp_source, wait_for
+
+from wrtfd.format import Reader
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+OVAL = REPO / "config" / "tracks" / "oval.trk"
+TICK_S = 1 / 60
+
+
+def simulator(protocol: str, *where: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "wrtfd", "simulate", "--protocol", protocol, "--track", str(OVAL), *where,
+         "--laps", "1", "--seed", "6", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+    )  # fmt: skip
+
+
+def config(sources: str, out: Path, status_port: int) -> str:
+    return (
+        sources
+        + f'[recorder]\noutput_dir = "{out}"\nrate_hz = 60\n'
+        + f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
+    )
+
+
+def run(tmp_path: Path, name: str, sources: str, *sim_args: str) -> tuple[dict[str, Any], Path, dict]:
+    """Start the daemon, then the simulator; let it finish, wait until the daemon read every
+    datagram, stop it with SIGTERM; returns the simulator's summary, the file and the status."""
+    status_port = free_port()
+    out = tmp_path / "rec"
+    d = Daemon(tmp_path, config(sources, out, status_port), status_port=status_port).start()
+    sim: subprocess.Popen[str] | None = None
+    try:
+        d.wait_ready()
+        sim = simulator(*sim_args)
+        stdout, stderr = sim.communicate(timeout=120)
+        assert sim.returncode == 0, stderr
+        summary = json.loads(stdout)
+        assert summary["send_errors"] == 0
+        wait_for(
+            lambda: d.status()["sources"][name]["received"] >= summary["datagrams"], "every datagram read"
+        )
+        status = d.status()["sources"][name]
+        d.signal(signal.SIGTERM)
+        assert d.wait_exit() == 0, d.stderr
+    finally:
+        d.stop()
+        if sim is not None and sim.poll() is None:
+            sim.kill()
+    files = recordings(out)
+    assert len(files) == 1, files
+    return summary, files[0], status
+
+
+def check_lap(path: Path, name: str, summary: dict[str, Any]) -> np.ndarray:
+    """One timed lap in the file's lap channels and session footer, at the simulator's time."""
+    (ref,) = summary["laps"]
+    with Reader(path) as r:
+        assert r.complete and r.metadata["Track"] == "Small oval track"
+        frames = np.concatenate([r.frames(i) for i in range(len(r.sessions))])
+        footers = [s.footer["laps"] for s in r.sessions if s.footer is not None]
+    laps = frames["laps"]
+    on_lap = np.flatnonzero(laps["lap_number"] == 1)
+    assert len(on_lap) > 0 and np.all(np.diff(on_lap) == 1)
+    assert float(laps["lap_time"][on_lap[-1]]) == pytest.approx(ref["time_s"], abs=3 * TICK_S)
+    timed = [f for f in footers if int(f["lap_count"]) > 0]
+    assert len(timed) == 1 and int(timed[0]["lap_count"]) == 1
+    assert int(timed[0]["best_lap_ms"]) == pytest.approx(ref["time_s"] * 1000, abs=3000 * TICK_S)
+    return frames[name]
+
+
+def test_gt7_heartbeat_source_finds_the_variant_and_records_the_lap(tmp_path: Path) -> None:
+    console_port = free_port(socket.SOCK_DGRAM)
+    receive_port = free_port(socket.SOCK_DGRAM)
+    source = (
+        f'[[sources]]\nkind = "gt7"\nname = "gt7"\nconsole = "127.0.0.1"\nconsole_port = {console_port}\n'
+        f'host = "127.0.0.1"\nport = {receive_port}\nprobe_s = 1.0\nheartbeat_interval_s = 0.5\n'
+        f'track = "{OVAL}"\nrcvbuf_bytes = 4194304\n'
+    )
+    listen = f"127.0.0.1:{console_port}"
+    summary, path, status = run(
+        tmp_path, "gt7", source, "gt7", "--listen", listen, "--gt7-variants", "AB~", "--wait-s", "60"
+    )
+    assert summary["streams"] == ["~"] and summary["ignored_heartbeats"] >= 1  # C was tried first
+    assert status["dropped_total"] == 0 and status["samples"] == summary["datagrams"]
+    assert "the console sends '~'" in status["detail"]
+    block = check_lap(path, "gt7", summary)
+    assert set(np.unique(block["packet_size"]).tolist()) == {344}
+    assert bool(block["on_track"].any()) and float(block["speed"].max()) > 10.0
+
+
+def test_pcars2_records_the_lap(tmp_path: Path) -> None:
+    port = free_port(socket.SOCK_DGRAM)
+    source = udp_source("pcars2", "pcars2", port, f'track = "{OVAL}"\nrcvbuf_bytes = 4194304\n')
+    summary, path, status = run(tmp_path, "pcars2", source, "pcars2", "--to", f"127.0.0.1:{port}")
+    assert status["dropped_total"] == 0
+    block = check_lap(path, "pcars2", summary)
+    assert float(np.nanmax(block["speed"])) > 10.0 and int(block["all_race_position"][:, 0].max()) == 1
+    with Reader(path) as r:
+        cars = {bytes(s.header["car"]).rstrip(b"\x00").decode() for s in r.sessions}
+    assert "Simulated GT" in cars
+
+
+def test_pcars1_records_the_lap(tmp_path: Path) -> None:
+    port = free_port(socket.SOCK_DGRAM)
+    source = udp_source("pcars", "pcars", port, f'track = "{OVAL}"\nrcvbuf_bytes = 4194304\n')
+    summary, path, status = run(tmp_path, "pcars", source, "pcars", "--to", f"127.0.0.1:{port}")
+    assert status["dropped_total"] == 0
+    block = check_lap(path, "pcars", summary)
+    assert int(block["laps_completed"].max()) >= 1
