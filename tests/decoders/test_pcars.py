@@ -5,7 +5,6 @@ as drops with a reason, session signals."""
 
 from __future__ import annotations
 
-import math
 import struct
 
 import pytest
@@ -148,8 +147,8 @@ def test_timings_arrays_bit_fields_and_the_viewed_car() -> None:
     )
     assert len(v["all_world_position_x"]) == 32
     assert v["all_world_position_x"][:4] == (-120, -119, -118, -117) and v["all_world_position_z"][3] == 877
-    assert v["all_orientation_heading"][0] == pytest.approx(math.pi / 2)
-    assert v["all_orientation_pitch"][0] == pytest.approx(-math.pi / 8)
+    # quantised as sent: heading x pi/32768 = pi/2, pitch x pi/65536 = -pi/8
+    assert (v["all_orientation_heading"][0], v["all_orientation_pitch"][0]) == (16384, -8192)
     assert v["all_current_lap_distance"][:4] == (1000, 1001, 1002, 1003)
     assert v["all_race_position"][:4] == (1, 2, 3, 4)
     assert v["all_is_active"][:5] == (1, 1, 0, 1, 0)

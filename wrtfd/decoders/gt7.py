@@ -237,10 +237,15 @@ def variant_by_letter(letter: str) -> Variant:
     return VARIANTS[letter]
 
 
-def decrypt(data: bytes, xor: int) -> bytes:
-    """The plaintext of one datagram (Salsa20 from counter 0 with the nonce derived from it)."""
+def decrypt(data: bytes, xor: int, out: bytearray | None = None) -> bytes | bytearray:
+    """The plaintext of one datagram (Salsa20 from counter 0 with the nonce derived from it),
+    into ``out`` when given (one buffer per variant saves an allocation per packet)."""
     (iv1,) = _U32.unpack_from(data, 0x40)
-    return Salsa20.new(key=KEY, nonce=_NONCE.pack(iv1 ^ xor, iv1)).decrypt(data)
+    cipher = Salsa20.new(key=KEY, nonce=_NONCE.pack(iv1 ^ xor, iv1))
+    if out is None:
+        return cipher.decrypt(data)
+    cipher.decrypt(data, output=out)
+    return out
 
 
 class Gt7Decoder:
@@ -259,6 +264,7 @@ class Gt7Decoder:
         self._keep = frozenset(chosen) if chosen else None
         #: The variant of the last packet decoded (None before the first).
         self.variant: Variant | None = None
+        self._buffers = {size: bytearray(size) for size in _BY_SIZE}
         self._prev_on_track: bool | None = None
         self._prev_id: int | None = None
         self._prev_lap: int | None = None
@@ -271,7 +277,7 @@ class Gt7Decoder:
             raise DecodeError(
                 f"gt7: {len(data)}-byte datagram; expected 296, 316, 344 or 368", reason="wrong_size"
             )
-        t = variant.struct.unpack(decrypt(data, variant.xor))
+        t = variant.struct.unpack(decrypt(data, variant.xor, self._buffers[variant.size]))
         if t[_I_MAGIC] != MAGIC:
             raise DecodeError(
                 f"gt7: a {variant.letter} packet that does not decrypt to the magic 0S7G",

@@ -33,7 +33,6 @@ is not documented), so samples are placed by their arrival.
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -363,8 +362,6 @@ _LOW7 = bytes(b & 0x7F for b in range(256))
 _LOW3 = bytes(b & 0x07 for b in range(256))
 _TOP = bytes(b >> 7 for b in range(256))
 _BIT3 = bytes(b >> 3 & 1 for b in range(256))
-_HEADING = math.pi / 32768.0  # quantized heading and bank: -pi .. pi
-_PITCH = math.pi / 65536.0  # quantized pitch: -pi/2 .. pi/2
 #: Gear byte -> (gear, number of gears): low nibble 0 neutral, 1.. forward, 15 reverse (-1).
 _GEARS = tuple({"gear": -1 if g & 15 == 15 else g & 15, "num_gears": g >> 4} for g in range(256))
 
@@ -604,9 +601,9 @@ class Pcars2Decoder(_Base):
         values["all_world_position_x"] = t[0::k]
         values["all_world_position_y"] = t[1::k]
         values["all_world_position_z"] = t[2::k]
-        values["all_orientation_heading"] = tuple(v * _HEADING for v in t[3::k])
-        values["all_orientation_pitch"] = tuple(v * _PITCH for v in t[4::k])
-        values["all_orientation_bank"] = tuple(v * _HEADING for v in t[5::k])
+        values["all_orientation_heading"] = t[3::k]  # quantised, as sent (see the definition)
+        values["all_orientation_pitch"] = t[4::k]
+        values["all_orientation_bank"] = t[5::k]
         values["all_current_lap_distance"] = t[6::k]
         position = data[at + 14 : end : _CAR_V2_SIZE]
         values["all_race_position"] = tuple(position.translate(_LOW7))
