@@ -80,7 +80,7 @@ def test_first_heartbeat_sets_the_variant_and_the_stream_stops_without_heartbeat
         stats = console.serve(states, rate_hz=60.0)
         packets = received(client)
     assert console.client is None  # the heartbeats stopped: so did the stream
-    assert stats.letters == ["B"] and stats.heartbeats == 3 and stats.ignored_heartbeats == 1
+    assert stats.streams == ["B"] and stats.heartbeats == 3 and stats.ignored_heartbeats == 1
     assert stats.ticks == 300
     assert 55 <= stats.datagrams <= 62  # about 1 s of ticks until the timeout
     assert stats.unsent_ticks == 300 - stats.datagrams

@@ -72,7 +72,7 @@ async def test_settles_on_the_richest_variant_the_console_answers() -> None:
             await until(lambda: source.stats.received == console.stats.datagrams)
             await until(lambda: source.answered is not None)
             tg.cancel_scope.cancel()
-    assert console.stats.letters == ["B"]  # C and ~ were tried first and ignored
+    assert console.stats.streams == ["B"]  # C and ~ were tried first and ignored
     assert console.stats.ignored_heartbeats >= 2 and source.probes >= 2
     assert (source.asked, source.answered) == ("B", "B")
     assert len(samples) == console.stats.datagrams == 90
@@ -94,7 +94,7 @@ async def test_a_fixed_variant_is_the_only_letter_sent() -> None:
             await stream(console, states, 30)
             await until(lambda: len(samples) == 30)
             tg.cancel_scope.cancel()
-    assert console.stats.letters == ["~"] and console.stats.ignored_heartbeats == 0
+    assert console.stats.streams == ["~"] and console.stats.ignored_heartbeats == 0
     assert {s.values["packet_size"] for s in samples} == {344} and source.probes == 0
 
 

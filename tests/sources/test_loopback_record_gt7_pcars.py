@@ -68,7 +68,7 @@ async def test_gt7_through_the_heartbeat_source(tmp_path: Path) -> None:
                     await anyio.sleep(0.01)
             tg.cancel_scope.cancel()
     assert len(samples) == console.stats.datagrams == TICKS and source.stats.dropped.total() == 0
-    assert console.stats.letters == ["C"]  # the richest variant, asked for first
+    assert console.stats.streams == ["C"]  # the richest variant, asked for first
     decoder = make_decoder("gt7")
     paths = record(samples, "gt7", decoder.definition, tmp_path, 60, use_source_clock=True)
     frames, session = read_single_session(paths[0])

@@ -15,6 +15,7 @@ the variant its letter asked for (``--gt7-variants`` limits the letters this con
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -236,17 +237,7 @@ def _console(args: argparse.Namespace, sim: Any, encoder: Any, letters: str, rat
         stats = console.serve(
             sim.states(), rate_hz=rate, speed_scale=args.speed_scale, on_tick=_on_tick(sim, rate)
         )
-    return {
-        "ticks": stats.ticks,
-        "datagrams": stats.datagrams,
-        "bytes": stats.bytes,
-        "late_ticks": stats.late_ticks,
-        "send_errors": stats.send_errors,
-        "unsent_ticks": stats.unsent_ticks,
-        "heartbeats": stats.heartbeats,
-        "ignored_heartbeats": stats.ignored_heartbeats,
-        "streams": stats.letters,
-    }
+    return dataclasses.asdict(stats)
 
 
 def _send(
@@ -274,10 +265,4 @@ def _send(
             speed_scale=args.speed_scale,
             on_tick=on_tick,
         )
-    return {
-        "ticks": stats.ticks,
-        "datagrams": stats.datagrams,
-        "bytes": stats.bytes,
-        "late_ticks": stats.late_ticks,
-        "send_errors": stats.send_errors,
-    }
+    return dataclasses.asdict(stats)

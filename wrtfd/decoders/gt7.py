@@ -32,7 +32,7 @@ from typing import Any
 
 from Crypto.Cipher import Salsa20
 
-from wrtfd.decoders._common import TupleLayout, check_channels, cstr, load_definition, select_channels
+from wrtfd.decoders._common import TupleLayout, cstr, selected_definition
 from wrtfd.decoders.base import Decoded
 from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import DecodeError
@@ -258,10 +258,8 @@ class Gt7Decoder:
     protocol = "gt7"
 
     def __init__(self, *, channels: Sequence[str] | None = None) -> None:
-        definition = load_definition("gt7.wrtf.yaml")
-        chosen = check_channels(definition, channels, "gt7.channels")
-        self.definition: dict[str, Any] = select_channels(definition, chosen) if chosen else definition
-        self._keep = frozenset(chosen) if chosen else None
+        self.definition: dict[str, Any]
+        self.definition, self._keep = selected_definition("gt7.wrtf.yaml", channels, "gt7.channels")
         #: The variant of the last packet decoded (None before the first).
         self.variant: Variant | None = None
         self._buffers = {size: bytearray(size) for size in _BY_SIZE}

@@ -37,7 +37,7 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from wrtfd.decoders._common import TupleLayout, check_channels, cstr, load_definition, select_channels
+from wrtfd.decoders._common import TupleLayout, cstr, selected_definition
 from wrtfd.decoders.base import Decoded, DropCounter
 from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import DecodeError
@@ -65,6 +65,39 @@ _BASE_SPEC: list[tuple[str | None, int]] = [(None, 6)]
 _GAME_PLAYING = 2
 #: Game states a drive starts from: exited, front end, restarting, front-end replay.
 _GAME_BEFORE_PLAY = frozenset({0, 1, 5, 7})
+
+# Runs of channels both versions send in the same order: the seven vectors, then tyre flags,
+# terrain, tyre y and rps; wear, damage, brake and five tyre temperatures; suspension.
+_MOTION: list[tuple[str | None, int]] = [
+    ("orientation", 3),
+    ("local_velocity", 3),
+    ("world_velocity", 3),
+    ("angular_velocity", 3),
+    ("local_acceleration", 3),
+    ("world_acceleration", 3),
+    ("extents_centre", 3),
+    ("tyre_flags", 4),
+    ("terrain", 4),
+    ("tyre_y", 4),
+    ("tyre_rps", 4),
+]
+_WEAR_AND_TEMPS: list[tuple[str | None, int]] = [
+    ("tyre_wear", 4),
+    ("brake_damage", 4),
+    ("suspension_damage", 4),
+    ("brake_temp", 4),
+    ("tyre_tread_temp", 4),
+    ("tyre_layer_temp", 4),
+    ("tyre_carcass_temp", 4),
+    ("tyre_rim_temp", 4),
+    ("tyre_internal_air_temp", 4),
+]
+_SUSPENSION: list[tuple[str | None, int]] = [
+    ("wheel_local_position_y", 4),
+    ("ride_height", 4),
+    ("suspension_travel", 4),
+    ("suspension_velocity", 4),
+]
 
 # --- v2 telemetry (type 0): 559 bytes, pack(1) -------------------------------------------------
 # viewed index, unfiltered throttle/brake/steering/clutch, car flags; oil temp, oil/water
@@ -106,35 +139,14 @@ _TELEMETRY_SPEC: list[tuple[str | None, int]] = [
     ("boost_amount", 1),
     ("crash_state", 1),
     ("odometer", 1),
-    ("orientation", 3),
-    ("local_velocity", 3),
-    ("world_velocity", 3),
-    ("angular_velocity", 3),
-    ("local_acceleration", 3),
-    ("world_acceleration", 3),
-    ("extents_centre", 3),
-    ("tyre_flags", 4),
-    ("terrain", 4),
-    ("tyre_y", 4),
-    ("tyre_rps", 4),
+    *_MOTION,
     ("tyre_temp", 4),
     ("tyre_height_above_ground", 4),
-    ("tyre_wear", 4),
-    ("brake_damage", 4),
-    ("suspension_damage", 4),
-    ("brake_temp", 4),
-    ("tyre_tread_temp", 4),
-    ("tyre_layer_temp", 4),
-    ("tyre_carcass_temp", 4),
-    ("tyre_rim_temp", 4),
-    ("tyre_internal_air_temp", 4),
+    *_WEAR_AND_TEMPS,
     ("tyre_temp_left", 4),
     ("tyre_temp_center", 4),
     ("tyre_temp_right", 4),
-    ("wheel_local_position_y", 4),
-    ("ride_height", 4),
-    ("suspension_travel", 4),
-    ("suspension_velocity", 4),
+    *_SUSPENSION,
     ("suspension_ride_height", 4),
     ("air_pressure", 4),
     ("engine_speed", 1),
@@ -314,35 +326,14 @@ _V1_SPEC: list[tuple[str | None, int]] = [
     ("enforced_pit_stop_lap", 1),
     ("crash_state", 1),
     ("odometer", 1),
-    ("orientation", 3),
-    ("local_velocity", 3),
-    ("world_velocity", 3),
-    ("angular_velocity", 3),
-    ("local_acceleration", 3),
-    ("world_acceleration", 3),
-    ("extents_centre", 3),
-    ("tyre_flags", 4),
-    ("terrain", 4),
-    ("tyre_y", 4),
-    ("tyre_rps", 4),
+    *_MOTION,
     ("tyre_slip_speed", 4),
     ("tyre_temp", 4),
     ("tyre_grip", 4),
     ("tyre_height_above_ground", 4),
     ("tyre_lateral_stiffness", 4),
-    ("tyre_wear", 4),
-    ("brake_damage", 4),
-    ("suspension_damage", 4),
-    ("brake_temp", 4),
-    ("tyre_tread_temp", 4),
-    ("tyre_layer_temp", 4),
-    ("tyre_carcass_temp", 4),
-    ("tyre_rim_temp", 4),
-    ("tyre_internal_air_temp", 4),
-    ("wheel_local_position_y", 4),
-    ("ride_height", 4),
-    ("suspension_travel", 4),
-    ("suspension_velocity", 4),
+    *_WEAR_AND_TEMPS,
+    *_SUSPENSION,
     ("air_pressure", 4),
     ("engine_speed", 1),
     ("engine_torque", 1),
@@ -439,10 +430,10 @@ class _Base:
     schema_file = ""
 
     def __init__(self, channels: Sequence[str] | None) -> None:
-        definition = load_definition(self.schema_file)
-        chosen = check_channels(definition, channels, f"{self.protocol}.channels")
-        self.definition: dict[str, Any] = select_channels(definition, chosen) if chosen else definition
-        self._keep = frozenset(chosen) if chosen else None
+        self.definition: dict[str, Any]
+        self.definition, self._keep = selected_definition(
+            self.schema_file, channels, f"{self.protocol}.channels"
+        )
         self.skipped = DropCounter()
         self.session = _Session()
 

@@ -180,8 +180,7 @@ class ConsoleStats:
     unsent_ticks: int = 0  # ticks while no one asked (no heartbeat within the timeout)
     heartbeats: int = 0
     ignored_heartbeats: int = 0  # letters this console does not know
-    streams: int = 0  # streams started by a heartbeat
-    letters: list[str] = field(default_factory=list)  # variant of each stream
+    streams: list[str] = field(default_factory=list)  # the variant of each stream started
 
 
 class Gt7Console:
@@ -234,8 +233,7 @@ class Gt7Console:
             if self.client is None:
                 self.client = (str(addr[0]), int(addr[1]))
                 self.encoder.letter = letter  # the first heartbeat of a stream sets its variant
-                self.stats.streams += 1
-                self.stats.letters.append(letter)
+                self.stats.streams.append(letter)
             elif (str(addr[0]), int(addr[1])) != self.client:
                 self.stats.ignored_heartbeats += 1  # one receiver at a time
 
