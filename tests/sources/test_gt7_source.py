@@ -16,7 +16,7 @@ import anyio.to_thread
 import pytest
 
 from wrtfd.decoders.base import Sample
-from wrtfd.errors import ConfigError
+from wrtfd.errors import ConfigError, SourceError
 from wrtfd.simulate import Simulation, TrackInfo
 from wrtfd.simulate.car import CarState
 from wrtfd.simulate.gt7 import Gt7Console, Gt7Encoder
@@ -142,6 +142,15 @@ async def test_nothing_but_the_console_is_recorded_and_letters_cycle_without_an_
     assert order[:5] == ["C", "~", "B", "A", "C"]
     assert samples == [] and source.answered is None
     assert source.stats.state is SourceState.STOPPED
+
+
+async def test_a_port_in_use_is_a_source_error() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        source = Gt7Source(console="127.0.0.1", host="127.0.0.1", port=taken.getsockname()[1])
+        with pytest.raises(SourceError, match="cannot bind"):
+            await source.run(lambda sample: None)
+    assert source.stats.state is SourceState.FAILED and source.heartbeats_sent == 0
 
 
 def test_bad_options() -> None:

@@ -31,7 +31,7 @@ import anyio
 
 from wrtfd.decoders.base import Sample
 from wrtfd.decoders.gt7 import HEARTBEAT_PORT, RECEIVE_PORT, VARIANTS, Gt7Decoder
-from wrtfd.errors import ConfigError
+from wrtfd.errors import ConfigError, SourceError
 from wrtfd.sources.base import SampleSink, SourceState
 from wrtfd.sources.udp import DEFAULT_READ_INTERVAL_S, UdpSource
 
@@ -104,10 +104,15 @@ class Gt7Source(UdpSource):
 
         :raises SourceError: the local address cannot be bound.
         """
-        async with anyio.create_task_group() as tg:
-            await tg.start(super().run, self._noting(sink))
-            tg.start_soon(self._heartbeats)
-            task_status.started()
+        try:
+            async with anyio.create_task_group() as tg:
+                await tg.start(super().run, self._noting(sink))
+                tg.start_soon(self._heartbeats)
+                task_status.started()
+        except ExceptionGroup as group:  # the listener failed: its own error, not a group of one
+            if len(group.exceptions) == 1 and isinstance(group.exceptions[0], SourceError):
+                raise group.exceptions[0] from None
+            raise
 
     def _noting(self, sink: SampleSink) -> SampleSink:
         """The sink, noting when a packet last decoded (the stream is alive)."""
