@@ -47,7 +47,7 @@ __all__ = [
     "VARIANTS",
     "Gt7Decoder",
     "Variant",
-    "variant_by_letter",
+    "decrypt",
 ]
 
 #: The console listens for heartbeats here and streams to the heartbeat's sender on RECEIVE_PORT.
@@ -230,11 +230,6 @@ VARIANTS: dict[str, Variant] = {
 }
 _BY_SIZE: dict[int, Variant] = {v.size: v for v in VARIANTS.values()}
 _C_SIZE = VARIANTS["C"].size
-
-
-def variant_by_letter(letter: str) -> Variant:
-    """The variant a heartbeat letter asks for; raises KeyError for an unknown letter."""
-    return VARIANTS[letter]
 
 
 def decrypt(data: bytes, xor: int, out: bytearray | None = None) -> bytes | bytearray:

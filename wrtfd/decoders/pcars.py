@@ -187,8 +187,10 @@ _RACE_SPEC: list[tuple[str | None, int]] = [
     ("world_fastest_sector2_time", 1),
     ("world_fastest_sector3_time", 1),
     ("track_length", 1),
-    (None, 4),  # track names: session info
-    (None, 1),  # laps/time in event: split below
+    ("_track_location", 1),  # track names: session info
+    ("_track_variation", 1),
+    (None, 2),  # translated names
+    ("_laps_time_in_event", 1),  # split below
     ("enforced_pit_stop_lap", 1),
 ]
 
@@ -465,11 +467,11 @@ class Pcars2Decoder(_Base):
         self._i_viewed = _position(_TELEMETRY_SPEC, "viewed_participant_index")
         self._i_compound = _position(_TELEMETRY_SPEC, "_compound_fl")
         self._race = _mapped(_RACE_SPEC)
-        self._i_race_names = _position(_RACE_SPEC, "world_fastest_lap_time") + 9
+        self._i_track = _position(_RACE_SPEC, "_track_location")
+        self._i_laps_time = _position(_RACE_SPEC, "_laps_time_in_event")
         self._cars = struct.Struct("<" + _CAR_V2 * PARTICIPANTS_V2)
         self._car = struct.Struct("<" + _CAR_V2)
         self._stats = struct.Struct("<" + _STATS * PARTICIPANTS_V2)
-        self._stat = struct.Struct("<" + _STATS)
         self.viewed: int | None = None
         self._local: int | None = None
         self._names = [""] * PARTICIPANTS_V2
@@ -552,10 +554,10 @@ class Pcars2Decoder(_Base):
     def _race_packet(self, data: bytes, values: dict[str, Any]) -> bool:
         t = _RACE.unpack(data)
         values.update(self._race.build(t))
-        i = self._i_race_names
-        laps_time = t[i + 4]
+        laps_time = t[self._i_laps_time]
         values["laps_time_in_event"] = laps_time & 0x7FFF
         values["is_timed_session"] = laps_time >> 15
+        i = self._i_track
         self.session.set_track(_track(cstr(t[i]), cstr(t[i + 1])))
         return True
 
@@ -563,7 +565,7 @@ class Pcars2Decoder(_Base):
         t = _PARTICIPANTS.unpack(data)
         base = _first_slot(data, _NAMES_PER_PACKET, PARTICIPANTS_V2)
         n = min(_NAMES_PER_PACKET, PARTICIPANTS_V2 - base)
-        for j in range(n):
+        for j in range(n):  # after the base (6) and the timestamp: 16 names, nationalities, indices
             self._names[base + j] = cstr(t[7 + j])
             self._nationality[base + j] = t[23 + j]
             self._mp_index[base + j] = t[39 + j]
