@@ -6,6 +6,7 @@ as drops with a reason, session signals."""
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,9 @@ class Game:
         self.number += 1
         return buf
 
-    def telemetry(self, viewed: int = 3, *, size: int = 559, speed: float = 51.5) -> bytes:
+    def telemetry(
+        self, viewed: int = 3, *, size: int = 559, speed: float = 51.5, tick: int = 77_001
+    ) -> bytes:
         buf = self.packet(0, size)
         struct.pack_into("<bBBbBB", buf, 12, viewed, 255, 10, -20, 0, 0b10010)
         struct.pack_into("<hH", buf, 18, 104, 420)  # oil temp, oil pressure
@@ -42,7 +45,7 @@ class Game:
         buf[378 : 378 + 10] = b"Slick Soft"
         buf[378 + 120 : 378 + 132] = b"Slick Medium"
         if size == 559:
-            struct.pack_into("<f3fBI", buf, 538, 1.8, -120.5, 12.25, 880.75, 140, 77_001)
+            struct.pack_into("<f3fBI", buf, 538, 1.8, -120.5, 12.25, 880.75, 140, tick)
         return bytes(buf)
 
     def timings(self, local: int = 3, tick: int = 77_001) -> bytes:
@@ -103,9 +106,17 @@ class Game:
         return bytes(buf)
 
 
+def telemetry_values(dec: Pcars2Decoder, packet: bytes, tick: int = 77_001) -> dict[str, Any]:
+    """A telemetry packet's channels: it waits for the timings packet of its tick."""
+    assert dec.decode(packet) is None
+    d = dec.decode(Game(900).timings(tick=tick))
+    assert d is not None
+    return dict(d.values)
+
+
 def test_telemetry_channels_at_the_documented_offsets() -> None:
     dec = Pcars2Decoder()
-    v = dec.decode(Game().telemetry()).values  # type: ignore[union-attr]
+    v = telemetry_values(dec, Game().telemetry())
     assert v["viewed_participant_index"] == 3
     assert (v["unfiltered_throttle"], v["unfiltered_brake"], v["unfiltered_steering"]) == (255, 10, -20)
     assert v["car_flags"] == 0b10010 and (v["oil_temp"], v["oil_pressure"]) == (104, 420)
@@ -124,23 +135,26 @@ def test_telemetry_channels_at_the_documented_offsets() -> None:
     assert (v["full_position_x"], v["full_position_y"], v["full_position_z"]) == (-120.5, 12.25, 880.75)
     assert (v["turbo_boost_pressure"], v["brake_bias"], v["tick_count"]) == (pytest.approx(1.8), 140, 77_001)
     # before patch 5: 538 bytes, without the last four fields
-    old = dec.decode(Game().telemetry(size=538)).values  # type: ignore[union-attr]
-    assert old["speed"] == 51.5 and "full_position_x" not in old and "tick_count" not in old
+    old = telemetry_values(dec, Game().telemetry(size=538), tick=5)  # no tick count: pairs with any
+    assert old["speed"] == 51.5 and "full_position_x" not in old and old["tick_count"] == 5
 
 
 def test_reverse_gear() -> None:
     data = bytearray(Game().telemetry())
     data[45] = 0x6F
-    assert Pcars2Decoder().decode(bytes(data)).values["gear"] == -1  # type: ignore[union-attr]
+    assert telemetry_values(Pcars2Decoder(), bytes(data))["gear"] == -1
 
 
 def test_timings_arrays_bit_fields_and_the_viewed_car() -> None:
     g = Game()
     dec = Pcars2Decoder()
-    before = dec.decode(g.timings(local=1)).values  # type: ignore[union-attr]
-    assert before["race_position"] == 2  # no telemetry yet: the local participant
-    dec.decode(g.telemetry(viewed=3))
+    assert dec.decode(g.timings(local=1, tick=10)) is None  # waits for its telemetry
+    before = dec.decode(g.timings(local=1, tick=11))  # another tick: the first goes alone
+    assert before is not None and before.values["tick_count"] == 10
+    assert before.values["race_position"] == 2  # no telemetry yet: the local participant
+    assert dec.decode(g.telemetry(viewed=3)) is not None  # tick 77 001: the held timings go
     v = dec.decode(g.timings(local=1)).values  # type: ignore[union-attr]
+    assert v["speed"] == 51.5  # telemetry and timings of one tick: one sample
     assert v["num_participants"] == 4 and v["local_participant_index"] == 1 and v["tick_count"] == 77_001
     assert (v["event_time_remaining"], v["split_time_ahead"], v["split_time_behind"]) == pytest.approx(
         (-3.0, 0.8, 1.6)
@@ -224,10 +238,30 @@ def test_sessions_menu_to_play_session_change_track_change_and_restart() -> None
         g.race(),  # a track is known: same
         g.race(b"Monza"),  # another track: new
     ]
-    keys = [dec.decode(p).session_key for p in seq]  # type: ignore[union-attr]
-    assert keys == [0, 0, 1, 1, 1, 2, 2, 3]
+    keys = [d.session_key if (d := dec.decode(p)) is not None else None for p in seq]
+    assert keys == [0, None, 1, 1, 1, 2, 2, 3]  # (the telemetry waits for its timings)
     g.number = 10  # the game restarted: packet numbers from the start
-    assert dec.decode(g.telemetry()).session_key == 4  # type: ignore[union-attr]
+    assert dec.decode(g.timings()).session_key == 4  # type: ignore[union-attr]
+
+
+def test_telemetry_and_timings_of_a_tick_make_one_sample_in_either_order() -> None:
+    g = Game()
+    dec = Pcars2Decoder()
+    assert dec.decode(g.timings(tick=5)) is None
+    first = dec.decode(g.telemetry(tick=5))  # timings first, then the telemetry of its tick
+    assert first is not None and first.values["tick_count"] == 5
+    assert first.values["speed"] == 51.5 and len(first.values["all_race_position"]) == 32
+    assert dec.decode(g.telemetry(tick=6)) is None
+    second = dec.decode(g.timings(tick=6))
+    assert second is not None and second.values["speed"] == 51.5 and second.values["current_lap"] == 5
+    assert dec.decode(g.telemetry(tick=7)) is None
+    alone = dec.decode(g.telemetry(tick=8))  # no timings for tick 7: it goes alone, 8 waits
+    assert alone is not None and alone.values["tick_count"] == 7 and "all_race_position" not in alone.values
+    other = dec.decode(g.game_state(2, 5))  # other packet types are never held
+    assert other is not None and set(other.values) == {
+        "build_version", "game_state", "session_state", "ambient_temperature", "track_temperature",
+        "rain_density", "snow_density", "wind_speed", "wind_direction_x", "wind_direction_y",
+    }  # fmt: skip
 
 
 def test_malformed_and_other_version_are_drops() -> None:

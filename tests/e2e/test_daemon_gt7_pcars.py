@@ -2,7 +2,8 @@
 (another subprocess) driving one lap of the oval over loopback UDP, with lap channels from the
 track file. GT7 runs through the heartbeat: the simulator plays a console that knows A, B and ~
 (not C), and the daemon's source has to find the richest variant it answers. The recorded lap
-agrees with the simulator's within a few ticks (live, samples are placed on the arrival clock).
+agrees with the simulator's: within 3 ticks for GT7 (its packet id is the clock), within 0.25 s
+for Project CARS (placed by arrival, which the sender's stalls on a busy machine move).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def run(tmp_path: Path, name: str, sources: str, *sim_args: str) -> tuple[dict[s
     return summary, files[0], status
 
 
-def check_lap(path: Path, name: str, summary: dict[str, Any]) -> np.ndarray:
+def check_lap(path: Path, name: str, summary: dict[str, Any], tolerance_s: float = 3 * TICK_S) -> np.ndarray:
     """One timed lap in the file's lap channels and session footer, at the simulator's time."""
     (ref,) = summary["laps"]
     with Reader(path) as r:
@@ -83,10 +84,10 @@ def check_lap(path: Path, name: str, summary: dict[str, Any]) -> np.ndarray:
     laps = frames["laps"]
     on_lap = np.flatnonzero(laps["lap_number"] == 1)
     assert len(on_lap) > 0 and np.all(np.diff(on_lap) == 1)
-    assert float(laps["lap_time"][on_lap[-1]]) == pytest.approx(ref["time_s"], abs=3 * TICK_S)
+    assert float(laps["lap_time"][on_lap[-1]]) == pytest.approx(ref["time_s"], abs=tolerance_s)
     timed = [f for f in footers if int(f["lap_count"]) > 0]
     assert len(timed) == 1 and int(timed[0]["lap_count"]) == 1
-    assert int(timed[0]["best_lap_ms"]) == pytest.approx(ref["time_s"] * 1000, abs=3000 * TICK_S)
+    assert int(timed[0]["best_lap_ms"]) == pytest.approx(ref["time_s"] * 1000, abs=1000 * tolerance_s)
     return frames[name]
 
 
@@ -116,7 +117,9 @@ def test_project_cars_records_the_lap(tmp_path: Path, protocol: str) -> None:
     source = udp_source(protocol, protocol, port, f'track = "{OVAL}"\nrcvbuf_bytes = 4194304\n')
     summary, path, status = run(tmp_path, protocol, source, protocol, "--to", f"127.0.0.1:{port}")
     assert status["dropped_total"] == 0
-    block = check_lap(path, protocol, summary)
+    # placed by arrival (no clock in the packets): the sender's own stalls on a busy machine
+    # move frames, so the lap time is checked to a quarter of a second here
+    block = check_lap(path, protocol, summary, tolerance_s=0.25)
     assert float(np.nanmax(block["speed"])) > 10.0 and int(block["all_race_position"][:, 0].max()) == 1
     with Reader(path) as r:
         cars = {bytes(s.header["car"]).rstrip(b"\x00").decode() for s in r.sessions}

@@ -19,8 +19,9 @@ type  packet               bytes   channels
                            1452
 ====  ===================  ======  ==========================================================
 
-Each packet gives a sample of its own channels; the recorder's sample-and-hold merges them into
-one frame per tick, as for F1. Arrays (``all_*``) hold every car, by participant index (32 for
+The telemetry and timings packets of one tick (same tick count) give one sample; every other
+packet gives a sample of its own channels, and the recorder's sample-and-hold merges them into
+the frames, as for F1. Arrays (``all_*``) hold every car, by participant index (32 for
 v2, 56 for v1); the *viewed* car (the telemetry's ``viewed_participant_index``) is also given as
 scalars. A datagram of the other protocol version is dropped as ``other_version`` (the game's
 "UDP protocol version" setting and the configured protocol disagree).
@@ -228,6 +229,8 @@ _VEHICLE = struct.Struct("<H2xI64s")
 _CLASS = struct.Struct("<I20s")
 _VEHICLES_PER_PACKET = 16
 _CLASSES_PER_PACKET = 60
+#: Packet types sent every tick together (telemetry, timings): one sample per tick.
+_PAIRED = frozenset({0, 3})
 #: Bound on the class-name table (class indices are arbitrary u32 values).
 _MAX_CLASSES = 256
 
@@ -480,6 +483,7 @@ class Pcars2Decoder(_Base):
         self._classes: dict[int, str] = {}
         self._nationality = [0] * PARTICIPANTS_V2
         self._mp_index = [0] * PARTICIPANTS_V2
+        self._pending: tuple[int, int | None, dict[str, Any]] | None = None
         self._handlers: dict[int, Callable[[bytes, dict[str, Any]], bool]] = {
             0: self._telemetry_packet,
             1: self._race_packet,
@@ -516,7 +520,30 @@ class Pcars2Decoder(_Base):
         values: dict[str, Any] = {}
         if not self._handlers[kind](data, values):
             return None
+        if kind in _PAIRED:
+            paired = self._pair(kind, values)
+            if paired is None:
+                return None
+            values = paired
         return self._result(values)
+
+    def _pair(self, kind: int, values: dict[str, Any]) -> dict[str, Any] | None:
+        """Telemetry and timings of one game tick become one sample (placed by arrival, two
+        samples of one tick would go to two ticks). The first of the two is held until the
+        other arrives with the same tick count; a packet that finds no partner releases what
+        was held (it is returned, the new one held in its place)."""
+        tick = values.get("tick_count")  # None: a pre-patch-5 telemetry packet has none
+        pending = self._pending
+        if pending is None:
+            self._pending = (kind, tick, values)
+            return None
+        held_kind, held_tick, held = pending
+        if held_kind != kind and (held_tick is None or tick is None or held_tick == tick):
+            self._pending = None
+            held.update(values)
+            return held
+        self._pending = (kind, tick, values)
+        return held
 
     # --- one method per packet type: fill ``values``; False when nothing is recorded --------
 
