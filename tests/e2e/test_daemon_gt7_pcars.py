@@ -9,6 +9,7 @@ for Project CARS (placed by arrival, which the sender's stalls on a busy machine
 from __future__ import annotations
 
 import json
+import select
 import signal
 import socket
 import subprocess
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_daemon_harness import Daemon, free_port, recordings, udp_source, wait_for
+from test_daemon_harness import WAIT_S, Daemon, free_port, recordings, udp_source, wait_for
 
 from wrtfd.format import Reader
 
@@ -45,16 +46,33 @@ def config(sources: str, out: Path, status_port: int) -> str:
     )
 
 
-def run(tmp_path: Path, name: str, sources: str, *sim_args: str) -> tuple[dict[str, Any], Path, dict]:
-    """Start the daemon, then the simulator; let it finish, wait until the daemon read every
-    datagram, stop it with SIGTERM; returns the simulator's summary, the file and the status."""
+def console_listening(sim: subprocess.Popen[str]) -> None:
+    """Wait (bounded) until the simulated console says it waits for heartbeats."""
+    assert sim.stderr is not None
+    ready, _, _ = select.select([sim.stderr], [], [], WAIT_S)
+    assert ready, "the simulated console did not start"
+    line = sim.stderr.readline()
+    assert "waiting for a heartbeat" in line, line
+
+
+def run(
+    tmp_path: Path, name: str, sources: str, *sim_args: str, console: bool = False
+) -> tuple[dict[str, Any], Path, dict]:
+    """Start the daemon and the simulator (a console first: it must hear the first heartbeat;
+    a sender after the daemon: it must hear the first datagram); let the simulator finish, wait
+    until the daemon read every datagram, stop it with SIGTERM; returns the simulator's
+    summary, the file and the status."""
     status_port = free_port()
     out = tmp_path / "rec"
-    d = Daemon(tmp_path, config(sources, out, status_port), status_port=status_port).start()
     sim: subprocess.Popen[str] | None = None
+    if console:
+        sim = simulator(*sim_args)
+        console_listening(sim)
+    d = Daemon(tmp_path, config(sources, out, status_port), status_port=status_port).start()
     try:
         d.wait_ready()
-        sim = simulator(*sim_args)
+        if sim is None:
+            sim = simulator(*sim_args)
         stdout, stderr = sim.communicate(timeout=120)
         assert sim.returncode == 0, stderr
         summary = json.loads(stdout)
@@ -101,7 +119,17 @@ def test_gt7_heartbeat_source_finds_the_variant_and_records_the_lap(tmp_path: Pa
     )
     listen = f"127.0.0.1:{console_port}"
     summary, path, status = run(
-        tmp_path, "gt7", source, "gt7", "--listen", listen, "--gt7-variants", "AB~", "--wait-s", "60"
+        tmp_path,
+        "gt7",
+        source,
+        "gt7",
+        "--listen",
+        listen,
+        "--gt7-variants",
+        "AB~",
+        "--wait-s",
+        "60",
+        console=True,
     )
     assert summary["streams"] == ["~"] and summary["ignored_heartbeats"] >= 1  # C was tried first
     assert status["dropped_total"] == 0 and status["samples"] == summary["datagrams"]
