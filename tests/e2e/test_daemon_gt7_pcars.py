@@ -1,5 +1,6 @@
-"""End to end, per game: ``wrtfd run`` (a real daemon subprocess) records ``wrtfd simulate``
-(another subprocess) driving one lap of the oval over loopback UDP, with lap channels from the
+"""End to end: one ``wrtfd run`` (a real daemon subprocess) records three ``wrtfd simulate``
+subprocesses at once, each driving one lap of the oval over loopback UDP: Gran Turismo 7,
+Project CARS 2 and Project CARS 1, each in its own recording group with lap channels from the
 track file. GT7 runs through the heartbeat: the simulator plays a console that knows A, B and ~
 (not C), and the daemon's source has to find the richest variant it answers. The recorded lap
 agrees with the simulator's: within 3 ticks for GT7 (its packet id is the clock), within 0.25 s
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 OVAL = REPO / "config" / "tracks" / "oval.trk"
 TICK_S = 1 / 60
+GAMES = ("gt7", "pcars2", "pcars")
 
 
 def simulator(protocol: str, *where: str) -> subprocess.Popen[str]:
@@ -36,14 +38,6 @@ def simulator(protocol: str, *where: str) -> subprocess.Popen[str]:
          "--laps", "1", "--seed", "6", "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
     )  # fmt: skip
-
-
-def config(sources: str, out: Path, status_port: int) -> str:
-    return (
-        sources
-        + f'[recorder]\noutput_dir = "{out}"\nrate_hz = 60\n'
-        + f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
-    )
 
 
 def console_listening(sim: subprocess.Popen[str]) -> None:
@@ -55,44 +49,61 @@ def console_listening(sim: subprocess.Popen[str]) -> None:
     assert "waiting for a heartbeat" in line, line
 
 
-def run(
-    tmp_path: Path, name: str, sources: str, *sim_args: str, console: bool = False
-) -> tuple[dict[str, Any], Path, dict]:
-    """Start the daemon and the simulator (a console first: it must hear the first heartbeat;
-    a sender after the daemon: it must hear the first datagram); let the simulator finish, wait
-    until the daemon read every datagram, stop it with SIGTERM; returns the simulator's
-    summary, the file and the status."""
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict[str, Any], Path, dict]]:
+    """Per game: the simulator's summary, the one file of its group and its source's status."""
+    tmp_path = tmp_path_factory.mktemp("gt7_pcars")
+    console_port, receive_port, pc2_port, pc1_port = (free_port(socket.SOCK_DGRAM) for _ in range(4))
     status_port = free_port()
     out = tmp_path / "rec"
-    sim: subprocess.Popen[str] | None = None
-    if console:
-        sim = simulator(*sim_args)
-        console_listening(sim)
-    d = Daemon(tmp_path, config(sources, out, status_port), status_port=status_port).start()
+    sources = (
+        f'[[sources]]\nkind = "gt7"\nname = "gt7"\nconsole = "127.0.0.1"\nconsole_port = {console_port}\n'
+        f'host = "127.0.0.1"\nport = {receive_port}\nprobe_s = 1.0\nheartbeat_interval_s = 0.5\n'
+        f'track = "{OVAL}"\nrcvbuf_bytes = 4194304\ngroup = "gt7"\n'
+    )
+    for name, port in (("pcars2", pc2_port), ("pcars", pc1_port)):
+        sources += udp_source(
+            name, name, port, f'track = "{OVAL}"\nrcvbuf_bytes = 4194304\ngroup = "{name}"\n'
+        )
+    config = (
+        sources
+        + f'[recorder]\noutput_dir = "{out}"\nrate_hz = 60\n'
+        + f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
+    )
+    # the console first: it must hear the daemon's first heartbeat (a C it does not know)
+    sims = {"gt7": simulator("gt7", "--listen", f"127.0.0.1:{console_port}", "--gt7-variants", "AB~")}
+    console_listening(sims["gt7"])
+    d = Daemon(tmp_path, config, status_port=status_port).start()
     try:
         d.wait_ready()
-        if sim is None:
-            sim = simulator(*sim_args)
-        stdout, stderr = sim.communicate(timeout=120)
-        assert sim.returncode == 0, stderr
-        summary = json.loads(stdout)
-        assert summary["send_errors"] == 0
-        wait_for(
-            lambda: d.status()["sources"][name]["received"] >= summary["datagrams"], "every datagram read"
-        )
-        status = d.status()["sources"][name]
+        # the senders after the daemon: it must hear their first datagram
+        sims["pcars2"] = simulator("pcars2", "--to", f"127.0.0.1:{pc2_port}")
+        sims["pcars"] = simulator("pcars", "--to", f"127.0.0.1:{pc1_port}")
+        summaries = {}
+        for name, sim in sims.items():
+            stdout, stderr = sim.communicate(timeout=120)
+            assert sim.returncode == 0, stderr
+            summaries[name] = json.loads(stdout)
+            assert summaries[name]["send_errors"] == 0
+        for name in GAMES:
+            wait_for(
+                lambda n=name: d.status()["sources"][n]["received"] >= summaries[n]["datagrams"],
+                f"every {name} datagram read",
+            )
+        status = d.status()["sources"]
         d.signal(signal.SIGTERM)
         assert d.wait_exit() == 0, d.stderr
     finally:
         d.stop()
-        if sim is not None and sim.poll() is None:
-            sim.kill()
-    files = recordings(out)
-    assert len(files) == 1, files
-    return summary, files[0], status
+        for sim in sims.values():
+            if sim.poll() is None:
+                sim.kill()
+    files = {name: [f for f in recordings(out) if f"_{name}_" in f.name] for name in GAMES}
+    assert all(len(found) == 1 for found in files.values()), files
+    return {name: (summaries[name], files[name][0], status[name]) for name in GAMES}
 
 
-def check_lap(path: Path, name: str, summary: dict[str, Any], tolerance_s: float = 3 * TICK_S) -> np.ndarray:
+def check_lap(path: Path, name: str, summary: dict[str, Any], tolerance_s: float) -> np.ndarray:
     """One timed lap in the file's lap channels and session footer, at the simulator's time."""
     (ref,) = summary["laps"]
     with Reader(path) as r:
@@ -109,45 +120,25 @@ def check_lap(path: Path, name: str, summary: dict[str, Any], tolerance_s: float
     return frames[name]
 
 
-def test_gt7_heartbeat_source_finds_the_variant_and_records_the_lap(tmp_path: Path) -> None:
-    console_port = free_port(socket.SOCK_DGRAM)
-    receive_port = free_port(socket.SOCK_DGRAM)
-    source = (
-        f'[[sources]]\nkind = "gt7"\nname = "gt7"\nconsole = "127.0.0.1"\nconsole_port = {console_port}\n'
-        f'host = "127.0.0.1"\nport = {receive_port}\nprobe_s = 1.0\nheartbeat_interval_s = 0.5\n'
-        f'track = "{OVAL}"\nrcvbuf_bytes = 4194304\n'
-    )
-    listen = f"127.0.0.1:{console_port}"
-    summary, path, status = run(
-        tmp_path,
-        "gt7",
-        source,
-        "gt7",
-        "--listen",
-        listen,
-        "--gt7-variants",
-        "AB~",
-        "--wait-s",
-        "60",
-        console=True,
-    )
+def test_gt7_heartbeat_source_finds_the_variant_and_records_the_lap(
+    recorded: dict[str, tuple[dict[str, Any], Path, dict]],
+) -> None:
+    summary, path, status = recorded["gt7"]
     assert summary["streams"] == ["~"] and summary["ignored_heartbeats"] >= 1  # C was tried first
     assert status["dropped_total"] == 0 and status["samples"] == summary["datagrams"]
     assert "the console sends '~'" in status["detail"]
-    block = check_lap(path, "gt7", summary)
+    block = check_lap(path, "gt7", summary, 3 * TICK_S)
     assert set(np.unique(block["packet_size"]).tolist()) == {344}
     assert bool(block["on_track"].any()) and float(block["speed"].max()) > 10.0
 
 
 @pytest.mark.parametrize("protocol", ["pcars2", "pcars"])
-def test_project_cars_records_the_lap(tmp_path: Path, protocol: str) -> None:
-    port = free_port(socket.SOCK_DGRAM)
-    source = udp_source(protocol, protocol, port, f'track = "{OVAL}"\nrcvbuf_bytes = 4194304\n')
-    summary, path, status = run(tmp_path, protocol, source, protocol, "--to", f"127.0.0.1:{port}")
+def test_project_cars_records_the_lap(
+    recorded: dict[str, tuple[dict[str, Any], Path, dict]], protocol: str
+) -> None:
+    summary, path, status = recorded[protocol]
     assert status["dropped_total"] == 0
-    # placed by arrival (no clock in the packets): the sender's own stalls on a busy machine
-    # move frames, so the lap time is checked to a quarter of a second here
-    block = check_lap(path, protocol, summary, tolerance_s=0.25)
+    block = check_lap(path, protocol, summary, 0.25)
     assert float(np.nanmax(block["speed"])) > 10.0 and int(block["all_race_position"][:, 0].max()) == 1
     with Reader(path) as r:
         cars = {bytes(s.header["car"]).rstrip(b"\x00").decode() for s in r.sessions}
