@@ -32,6 +32,8 @@ DISTRIBUTION = {
     "numpy": "numpy",
     "yaml": "PyYAML",
     "crc32c": "crc32c",
+    "dpkt": "dpkt",
+    "Crypto": "pycryptodome",
     "anyio": "anyio",
     "pydantic": "pydantic",
     "serial": "pyserial-asyncio",  # pyserial comes with it
@@ -79,8 +81,9 @@ def graph() -> grimp.ImportGraph:
 
 
 def test_the_core_is_light() -> None:
-    # dpkt: pcap/pcapng import is an offline tool of the core install (pure Python, small).
-    assert {"numpy", "PyYAML", "crc32c", "dpkt"} == CORE
+    # dpkt: pcap/pcapng import is an offline tool of the core install (pure Python, small);
+    # pycryptodome: the GT7 decoder (decoders are core: captures are decoded offline too).
+    assert {"numpy", "PyYAML", "crc32c", "dpkt", "pycryptodome"} == CORE
     assert {"anyio", "pydantic", "pyserial-asyncio", "cantools", "pynmeagps"} <= _extra("daemon")
 
 

@@ -15,9 +15,14 @@ from hypothesis import strategies as st
 
 from tests.decoders import acc_messages
 from tests.decoders.f1_capture import records
+from tests.decoders.gt7_capture import captures as gt7_captures
 from wrtfd.decoders.registry import all_protocols, make_decoder
 from wrtfd.errors import DecodeError
 from wrtfd.format.schema import Schema
+from wrtfd.simulate import Simulation, TrackInfo, make_encoder
+from wrtfd.tracks import LanePath, load_track, timing_sectors
+
+REPO = Path(__file__).resolve().parents[2]
 
 STRUCT_OPTIONS: dict[str, Any] = {
     "fields": [{"name": "t", "type": "uint32"}, {"name": "x", "type": "float32", "count": 3}],
@@ -36,8 +41,13 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
     "struct": STRUCT_OPTIONS,
     "acc": {},
     "wrc": {},
+    "gt7": {},
+    "pcars2": {},
+    "pcars": {},
 }
-REASONS = {"wrong_size", "unknown_format", "unknown_packet_id", "bad_magic", "bad_header"}
+REASONS = {"wrong_size", "unknown_format", "unknown_packet_id", "bad_magic", "bad_header", "other_version"}
+#: Two protocol versions of one game on the game's one port (the built-in default picks one).
+SHARED_PORTS = {"pcars"}
 
 
 def test_registry_lists_every_protocol() -> None:
@@ -45,9 +55,14 @@ def test_registry_lists_every_protocol() -> None:
     for name in PROTOCOLS:
         assert name in found, name
         assert found[name].transport == "udp"
-    ports = [found[n].default_port for n in PROTOCOLS if found[n].default_port is not None]
+    ports = [
+        found[n].default_port
+        for n in PROTOCOLS
+        if found[n].default_port is not None and n not in SHARED_PORTS
+    ]
     assert len(ports) == len(set(ports)), "default ports must not collide"
     assert found["codemasters"].default_port != found["f1"].default_port
+    assert found["pcars"].default_port == found["pcars2"].default_port == 5606
 
 
 @pytest.mark.parametrize("name", sorted(PROTOCOLS))
@@ -85,7 +100,27 @@ def _corpus(shared_data: Path) -> dict[str, list[bytes]]:
         "struct": [bytes(16) + b"\xab\xcd"],
         "acc": acc_messages.session_stream(),
         "wrc": [bytes(275), b"SESU" + bytes(271)],
+        "gt7": [c.packets[0] for c in gt7_captures(shared_data)[:10]] + simulated("gt7", 40),
+        "pcars2": simulated("pcars2", 200),
+        "pcars": simulated("pcars", 90),
     }
+
+
+def simulated(protocol: str, every: int) -> list[bytes]:
+    """Packets of a simulated lap of the oval (every variant / packet type), one tick in ``every``."""
+    track = load_track(REPO / "config" / "tracks" / "oval.trk")
+    path = LanePath(track)
+    sectors = timing_sectors(track, path)
+    sim = Simulation(path, laps=1, rate_hz=60.0, seed=3, sectors_m=sectors)
+    info = TrackInfo(track.name, path.length_m, sectors, 1)
+    encoders = [make_encoder(protocol, info, gt7_variant=v) for v in ("A", "B", "~", "C")]
+    out: list[bytes] = []
+    for i, state in enumerate(sim.states()):
+        for enc in encoders if protocol == "gt7" else encoders[:1]:
+            packets = enc.encode(state, first=i == 0, last=False)
+            if i % every == 0 or len(packets) > 2:  # every packet of the ticks that send many kinds
+                out.extend(packets)
+    return out
 
 
 @pytest.mark.parametrize("name", sorted(PROTOCOLS))

@@ -152,7 +152,7 @@ def test_outgauge_and_outsim_decode(session: tuple[TrackInfo, list]) -> None:
 def test_unknown_protocol(session: tuple[TrackInfo, list]) -> None:
     info, _ = session
     with pytest.raises(ValueError, match="unknown protocol"):
-        make_encoder("gt7", info)
+        make_encoder("iracing", info)  # a game with no UDP telemetry
 
 
 @pytest.mark.parametrize("protocol", ["forza", "f1", "outgauge", "outsim"])

@@ -10,6 +10,11 @@ ACC (``--protocol acc``) is served, not sent: ``--listen HOST:PORT`` plays the g
 broadcasting server, waits for a client to register with ``--password`` and then streams the
 session (with a few AI cars) to it. EA SPORTS WRC (``--protocol wrc``) drives the track once, as
 a rally stage.
+
+Gran Turismo 7 streams only on request, so ``--protocol gt7`` plays the console instead of
+sending: ``--listen HOST:PORT`` binds the heartbeat port (the console's is 33739), the drive
+starts with the first heartbeat, and the encrypted packets go back to the heartbeat's sender in
+the variant its letter asked for (``--gt7-variants`` limits the letters this console knows).
 """
 
 from __future__ import annotations
@@ -23,9 +28,13 @@ from typing import Any
 
 __all__ = ["register"]
 
-PROTOCOLS = ("forza", "f1", "outgauge", "outsim", "acc", "wrc")
-#: Protocols whose game is a server the recorder registers with (``--listen``, not ``--to``).
-SERVED = ("acc",)
+PROTOCOLS = ("forza", "f1", "outgauge", "outsim", "acc", "wrc", "gt7", "pcars2", "pcars")
+#: Protocols whose game waits for the recorder (``--listen``, not ``--to``), and what to say when
+#: given ``--to``: ACC is a server clients register with, the GT7 console streams on a heartbeat.
+SERVED = {
+    "acc": "the game is a server: use --listen HOST:PORT (or --record)",
+    "gt7": "gt7 streams only on request; play the console with --listen HOST:33739 (or --record)",
+}
 
 
 def register(subparsers: Any) -> None:
@@ -40,7 +49,10 @@ def register(subparsers: Any) -> None:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--to", metavar="HOST:PORT", help="where to send the datagrams")
     where.add_argument(
-        "--listen", metavar="HOST:PORT", help="acc: serve the broadcasting protocol on this address"
+        "--listen",
+        metavar="HOST:PORT",
+        help="acc: serve the broadcasting protocol here; gt7: play the console, waiting for heartbeats"
+        " here (the console's port is 33739)",
     )
     where.add_argument(
         "--record",
@@ -70,7 +82,23 @@ def register(subparsers: Any) -> None:
         "--ai-cars", type=int, default=3, help="acc: AI cars besides the simulated one (0..4, default 3)"
     )
     p.add_argument(
-        "--wait", type=float, default=60.0, help="acc: seconds to wait for a client to register (default 60)"
+        "--wait",
+        "--wait-s",
+        dest="wait",
+        type=float,
+        default=60.0,
+        help="acc: seconds to wait for a client to register; gt7: for the first heartbeat (default 60)",
+    )
+    p.add_argument(
+        "--gt7-variants",
+        default="AB~C",
+        help="gt7: heartbeat letters the simulated console knows (default AB~C; others are ignored)",
+    )
+    p.add_argument(
+        "--gt7-timeout-s",
+        type=float,
+        default=10.0,
+        help="gt7: the console stops streaming after this long without a heartbeat (default 10)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     p.set_defaults(func=_run)
@@ -89,17 +117,19 @@ def _run(args: argparse.Namespace) -> int:
         raise WrtfdError(f"--rate must be 1..1000 Hz, got {args.rate}")
     address: tuple[str, int] | None = None
     if args.protocol in SERVED and args.to is not None:
-        raise WrtfdError(
-            f"--protocol {args.protocol}: the game is a server: use --listen HOST:PORT (or --record)"
-        )
+        raise WrtfdError(f"--to: --protocol {args.protocol}: {SERVED[args.protocol]}")
     if args.protocol not in SERVED and args.listen is not None:
-        raise WrtfdError(f"--listen is for {', '.join(SERVED)}; use --to HOST:PORT")
+        raise WrtfdError(
+            f"--listen is for {', '.join(SERVED)} (acc serves broadcasting clients, only gt7 waits for"
+            f" heartbeats); send {args.protocol} with --to HOST:PORT"
+        )
     if not 0 <= args.ai_cars <= 4:
         raise WrtfdError(f"--ai-cars must be 0..4, got {args.ai_cars}")
     if not 0 < args.wait <= 3600:
         raise WrtfdError(f"--wait must be 0..3600 s, got {args.wait}")
     if args.protocol == "wrc":
         args.laps = 1  # a rally stage: the track once, start line to start line
+    gt7_letters = _gt7_letters(args)
     if args.to is not None or args.listen is not None:
         option = "--to" if args.to is not None else "--listen"
         try:
@@ -111,7 +141,12 @@ def _run(args: argparse.Namespace) -> int:
     sectors = timing_sectors(track, path)
     info = TrackInfo(track.name, path.length_m, sectors, args.laps)
     encoder = make_encoder(
-        args.protocol, info, seed=args.seed, forza_format=args.forza_format, f1_format=args.f1_format
+        args.protocol,
+        info,
+        seed=args.seed,
+        forza_format=args.forza_format,
+        f1_format=args.f1_format,
+        gt7_variant=gt7_letters[-1],
     )
     rate = args.rate or encoder.rate_hz
     sim = Simulation(path, laps=args.laps, rate_hz=rate, seed=args.seed, sectors_m=sectors)
@@ -125,7 +160,10 @@ def _run(args: argparse.Namespace) -> int:
         "speed_scale": args.speed_scale,
         "seed": args.seed,
     }
-    if address is not None and args.listen is not None:
+    if address is not None and args.protocol == "gt7":
+        summary.update(_console(args, sim, encoder, gt7_letters, address, rate))
+        where = f"the heartbeat's sender ({args.listen})"
+    elif address is not None and args.listen is not None:
         summary.update(_serve(args, sim, info, address, rate))
         where = f"client(s) of {address[0]}:{address[1]}"
     elif address is not None:
@@ -170,6 +208,49 @@ def _run(args: argparse.Namespace) -> int:
         best_text = f", best {best:.3f} s" if best is not None else ""
         sys.stderr.write(f"{len(sim.laps)} laps{best_text}: {where}\n")
     return 0
+
+
+def _gt7_letters(args: argparse.Namespace) -> str:
+    """The heartbeat letters of ``--gt7-variants`` in the order A, B, ~, C (the richest last).
+
+    :raises WrtfdError: a bad letter or timeout.
+    """
+    from wrtfd.errors import WrtfdError
+
+    order = "AB~C"
+    wanted = set(args.gt7_variants)
+    if not wanted or not wanted <= set(order):
+        raise WrtfdError(f"--gt7-variants: letters from {order}, got {args.gt7_variants!r}")
+    if args.gt7_timeout_s <= 0:
+        raise WrtfdError("--gt7-timeout-s must be positive")
+    return "".join(c for c in order if c in wanted)
+
+
+def _console(
+    args: argparse.Namespace, sim: Any, encoder: Any, letters: str, address: tuple[str, int], rate: float
+) -> dict[str, Any]:
+    """gt7: play the console on ``--listen`` until the drive is over."""
+    import socket
+
+    from wrtfd.errors import WrtfdError
+    from wrtfd.simulate.gt7 import Gt7Console
+
+    host, port = address
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise WrtfdError(f"--listen: cannot bind {host}:{port}: {exc.strerror or exc}") from None
+        sock.setblocking(False)
+        console = Gt7Console(encoder, sock, understands=letters, timeout_s=args.gt7_timeout_s)
+        sys.stderr.write(f"gt7 console on {host}:{port}: waiting for a heartbeat ({letters})\n")
+        if not console.wait_first(args.wait):
+            raise WrtfdError(f"--listen: no heartbeat on {host}:{port} within {args.wait:g} s")
+        stats = console.serve(
+            sim.states(), rate_hz=rate, speed_scale=args.speed_scale, on_tick=_progress(sim, rate)
+        )
+    return dataclasses.asdict(stats)
 
 
 def _send(

@@ -46,6 +46,7 @@ __all__ = [
     "Config",
     "DaemonConfig",
     "DdsSourceConfig",
+    "Gt7SourceConfig",
     "LoadedConfig",
     "LoggingConfig",
     "RecorderConfig",
@@ -247,6 +248,33 @@ class AccSourceConfig(_SourceBase):
     update_interval_ms: Annotated[int, Field(ge=10, le=10_000)] = 100
 
 
+# --- issue 14: Gran Turismo 7 -------------------------------------------------------------------
+class Gt7SourceConfig(_SourceBase):
+    """Gran Turismo 7: we heartbeat the console and it streams back to us (wrtfd.sources.gt7)."""
+
+    kind: Literal["gt7"]
+    protocol: Literal["gt7"] = "gt7"
+    #: The PlayStation's IP address (its network settings show it): heartbeats go there.
+    console: HostIP
+    #: Packet variant to ask for: A 296 B, B 316 B, ~ 344 B, C 368 B; absent: the richest the
+    #: console answers (C, then ~, B, A).
+    variant: Literal["A", "B", "~", "C"] | None = None
+    #: Local address and port the console streams to (it always sends to port 33740).
+    host: HostIP = "0.0.0.0"
+    port: Port = 33740
+    console_port: Port = 33739
+    heartbeat_interval_s: Annotated[float, Field(gt=0, le=10)] = 1.5
+    #: Without a fixed variant: how long each letter is tried before the next one.
+    probe_s: Annotated[float, Field(gt=0, le=60)] = 3.0
+    #: No packet for this long: the stream is lost and asked for again.
+    stream_timeout_s: Annotated[float, Field(gt=0, le=60)] = 3.0
+    rcvbuf_bytes: Annotated[int, Field(ge=4096, le=1 << 28)] = 1 << 20
+    read_interval_s: Annotated[float, Field(ge=0, le=1)] = UDP_READ_INTERVAL_S
+
+
+# --- end issue 14 --------------------------------------------------------------------------------
+
+
 class SerialSourceConfig(_SourceBase):
     """A serial logger (GPS NMEA, CAN through SLCAN, OBD-II ELM327)."""
 
@@ -275,7 +303,12 @@ class DdsSourceConfig(_SourceBase):
 
 
 SourceConfig = Annotated[
-    UdpSourceConfig | AssettoCorsaSourceConfig | AccSourceConfig | SerialSourceConfig | DdsSourceConfig,
+    UdpSourceConfig
+    | AssettoCorsaSourceConfig
+    | AccSourceConfig
+    | Gt7SourceConfig
+    | SerialSourceConfig
+    | DdsSourceConfig,
     Field(discriminator="kind"),
 ]
 
@@ -383,7 +416,7 @@ class Config(_Model):
             )
         bound: list[tuple[int, str, int]] = []
         for i, src in enumerate(self.sources):
-            if isinstance(src, UdpSourceConfig) and src.port is not None:
+            if isinstance(src, UdpSourceConfig | Gt7SourceConfig) and src.port is not None:
                 for j, host, port in bound:
                     if port == src.port and (host == src.host or "0.0.0.0" in (host, src.host)):
                         raise ValueError(f"sources[{i}] and sources[{j}] both listen on UDP port {port}")
@@ -457,7 +490,7 @@ _EXPECTED: dict[str, str] = {
     "path_type": "expected a path (string)",
     "extra_forbidden": "unknown key",
     "missing": "required key is missing",
-    "union_tag_not_found": "required key `kind` is missing (udp | assetto_corsa | acc | serial | dds)",
+    "union_tag_not_found": "required key `kind` is missing (udp | assetto_corsa | acc | gt7 | serial | dds)",
 }
 
 
@@ -557,7 +590,14 @@ def check_protocols(config: Config, origin: str) -> None:
     from wrtfd.decoders import registry
 
     known = registry.all_protocols()
-    wanted_transport = {"udp": "udp", "assetto_corsa": "udp", "acc": "udp", "serial": "serial", "dds": "tcp"}
+    wanted_transport = {
+        "udp": "udp",
+        "assetto_corsa": "udp",
+        "acc": "udp",
+        "gt7": "udp",
+        "serial": "serial",
+        "dds": "tcp",
+    }
     for i, src in enumerate(config.sources):
         if isinstance(src, DdsSourceConfig):
             continue  # a DDS stream carries its own types; its topic map says what to record

@@ -5,9 +5,9 @@ interfaces because the game usually runs on another machine, each in a recording
 own (so a Forza session records a file of Forza channels only, named after Forza). Where two
 games share a port (F1 and the Codemasters "extradata" format both use 20777) the one earlier in
 :data:`PORT_PREFERENCE` gets it. Protocols where *we* must contact the game (Assetto Corsa's
-handshake, ACC's broadcasting registration) are not in the default: they need the game's address
-(and ACC the password of its ``broadcasting.json``, whose listener is off until the user sets
-``updListenerPort``).
+handshake, Gran Turismo 7's heartbeat to the console, ACC's broadcasting registration) are not in
+the default: they need the game's or the console's address (and ACC the password of its
+``broadcasting.json``, whose listener is off until the user sets ``updListenerPort``).
 
 Recordings go to ``$STATE_DIRECTORY`` under systemd, else ``./recordings``.
 
@@ -24,9 +24,20 @@ from typing import Any
 __all__ = ["CLIENT_PROTOCOLS", "PORT_PREFERENCE", "default_config_data", "state_directory"]
 
 #: Who wins a shared port, most popular first; protocols not listed follow in name order.
-PORT_PREFERENCE: tuple[str, ...] = ("forza", "f1", "outgauge", "outsim", "codemasters", "dirt")
+PORT_PREFERENCE: tuple[str, ...] = (
+    "forza",
+    "f1",
+    "outgauge",
+    "outsim",
+    "codemasters",
+    "dirt",
+    # issue 14: Project CARS 2 / AMS2 ("Project CARS 2" protocol, their default) before PC1 on 5606
+    "pcars2",
+    "pcars",
+)
 
-#: UDP protocols that need us to initiate (a handshake to the game): not listenable by default.
+#: UDP protocols that need us to initiate (a handshake to the game, a heartbeat to the GT7
+#: console, ACC's registration): not listenable by default.
 CLIENT_PROTOCOLS: frozenset[str] = frozenset({"assetto_corsa", "gt7", "acc"})
 
 

@@ -25,6 +25,7 @@ from wrtfd.daemon.config import (
     AccSourceConfig,
     AssettoCorsaSourceConfig,
     DdsSourceConfig,
+    Gt7SourceConfig,
     LoadedConfig,
     SerialSourceConfig,
     SourceConfig,
@@ -244,6 +245,31 @@ def build_source(loaded: LoadedConfig, index: int, src: SourceConfig) -> BuiltSo
                 update_interval_ms=src.update_interval_ms,
             )
             address = f"udp peer {src.host}:{src.port} (acc broadcasting)"
+        elif isinstance(src, Gt7SourceConfig):  # issue 14: GT7 heartbeats the console
+            from wrtfd.decoders.gt7 import Gt7Decoder
+            from wrtfd.sources.gt7 import Gt7Source
+
+            if not isinstance(decoder, Gt7Decoder):
+                raise ConfigError(f"{where}.protocol: kind gt7 needs the Gran Turismo 7 decoder")
+
+            source = _call(
+                where,
+                "console",
+                Gt7Source,
+                name,
+                decoder,
+                console=src.console,
+                console_port=src.console_port,
+                host=src.host,
+                port=src.port,
+                variant=src.variant,
+                heartbeat_interval_s=src.heartbeat_interval_s,
+                probe_s=src.probe_s,
+                stream_timeout_s=src.stream_timeout_s,
+                rcvbuf_bytes=src.rcvbuf_bytes,
+                read_interval_s=src.read_interval_s,
+            )
+            address = f"udp {src.host}:{src.port}, heartbeat to {src.console}:{src.console_port}"
         else:
             source = _serial_source(src, decoder, where)
             address = f"serial {src.device} {src.baudrate} baud"

@@ -23,6 +23,7 @@ __all__ = [
     "fit_utf8",
     "load_definition",
     "select_channels",
+    "selected_definition",
     "utf16_str",
 ]
 
@@ -76,6 +77,18 @@ def select_channels(definition: dict[str, Any], channels: Sequence[str]) -> dict
     keep = set(channels)
     definition["frame"]["fields"] = [f for f in frame_fields(definition) if f["name"] in keep]
     return definition
+
+
+def selected_definition(
+    file_name: str, channels: Sequence[str] | None, where: str
+) -> tuple[dict[str, Any], frozenset[str] | None]:
+    """A decoder's packaged definition cut to the user's ``channels`` (checked against it), and
+    the set of channels to keep (None: all)."""
+    definition = load_definition(file_name)
+    chosen = check_channels(definition, channels, where)
+    if not chosen:
+        return definition, None
+    return select_channels(definition, chosen), frozenset(chosen)
 
 
 def fit_utf8(text: str, max_bytes: int) -> str:

@@ -43,6 +43,9 @@ PROTOCOL_MODULES: tuple[str, ...] = (
     # issue 14: ACC broadcasting, EA SPORTS WRC
     "wrtfd.decoders.acc",
     "wrtfd.decoders.wrc",
+    # issue 14: GT7, Project CARS 1/2 + AMS2
+    "wrtfd.decoders.gt7",
+    "wrtfd.decoders.pcars",
 )
 
 

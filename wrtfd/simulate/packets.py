@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
-from typing import Protocol
 
 from wrtfd.simulate.car import CarSpec, CarState
+from wrtfd.simulate.encoding import Encoder, TrackInfo, _s8, _u8, _u16
 
 __all__ = [
     "ENCODERS",
@@ -35,36 +34,6 @@ __all__ = [
 ]
 
 MPS_TO_KMH = 3.6
-
-
-@dataclass(frozen=True, slots=True)
-class TrackInfo:
-    name: str
-    length_m: float
-    sectors_m: tuple[float, ...]
-    laps: int
-
-
-class Encoder(Protocol):
-    name: str
-    default_port: int
-    rate_hz: float
-
-    def encode(self, state: CarState, *, first: bool, last: bool) -> list[bytes]:
-        """Datagrams to send at this tick (``first``/``last``: the first and last tick of the run)."""
-        ...
-
-
-def _u8(v: float) -> int:
-    return max(0, min(255, round(v)))
-
-
-def _s8(v: float) -> int:
-    return max(-127, min(127, round(v)))
-
-
-def _u16(v: float) -> int:
-    return max(0, min(65535, round(v)))
 
 
 def _yaw(state: CarState) -> float:
@@ -489,6 +458,10 @@ ENCODERS: dict[str, str] = {
     # issue 14 (wrtfd.simulate.acc, wrtfd.simulate.wrc)
     "acc": "ACC broadcasting server (registration, entry list, track data, car updates, events)",
     "wrc": "EA SPORTS WRC session_update of the shipped structure (the track as one stage)",
+    # issue 14
+    "gt7": "Gran Turismo 7, encrypted; the simulator plays the console (--listen); --gt7-variants",
+    "pcars2": "Project CARS 2 / AMS2 UDP v2 (telemetry, timings, race, participants, game state...)",
+    "pcars": "Project CARS 1 UDP (telemetry 1367 B, participant strings 1347 B)",
 }
 
 
@@ -500,6 +473,7 @@ def make_encoder(
     forza_format: str = "fm2023",
     f1_format: int = 2024,
     car: CarSpec | None = None,
+    gt7_variant: str = "C",
 ) -> Encoder:
     """The encoder for ``protocol`` (a name in :data:`ENCODERS`).
 
@@ -525,4 +499,13 @@ def make_encoder(
         from wrtfd.simulate.wrc import WrcEncoder
 
         return WrcEncoder(track, car=car)
+    # issue 14: the GT7 and Project CARS encoders live in their own modules
+    if protocol == "gt7":
+        from wrtfd.simulate.gt7 import Gt7Encoder
+
+        return Gt7Encoder(track, letter=gt7_variant, car=car, seed=seed)
+    if protocol in ("pcars2", "pcars"):
+        from wrtfd.simulate.pcars import Pcars1Encoder, Pcars2Encoder
+
+        return Pcars2Encoder(track, car=car) if protocol == "pcars2" else Pcars1Encoder(track, car=car)
     raise ValueError(f"unknown protocol {protocol!r}; known: {', '.join(ENCODERS)}")

@@ -14,7 +14,7 @@ from typing import Any
 
 from wrtfd.decoders.base import Sample
 from wrtfd.simulate.car import Simulation
-from wrtfd.simulate.packets import Encoder
+from wrtfd.simulate.encoding import Encoder
 from wrtfd.simulate.sender import with_last
 
 __all__ = ["record_simulation", "simulated_samples", "tile_recording"]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from wrtfd.simulate.car import CarState
 
 if TYPE_CHECKING:
-    from wrtfd.simulate.packets import Encoder
+    from wrtfd.simulate.encoding import Encoder
 
 __all__ = ["SendStats", "parse_address", "send_session", "with_last"]
 

@@ -14,13 +14,12 @@ laps.offset        float32 m  lateral offset from the lane, positive to the righ
 and to the session footer ``laps.lap_count``, ``laps.best_lap_ms`` (0 when no lap completed)
 and ``laps.best_lap_number``.
 
-Game coordinates: Forza and F1 report world X, Y (up), Z, which are the track's x, y, z. LFS
-OutSim reports X right, Y forward, Z up, so the track's z is ``-pos_y`` (``z_sign=-1``). ACC
-broadcasting gives the focused car's ground-plane X and Y (the track's x and z); EA SPORTS WRC
-the car's X, Y (up), Z.
-Frames without a position are held (the previous values are written again): NaN (a stale
-source), exactly (0, 0) (games zero positions in menus), or a false ``active_field``
-(Forza ``is_race_on``).
+Game coordinates: Forza, F1, GT7 and Project CARS report world X, Y (up), Z, which are the
+track's x, y, z. LFS OutSim reports X right, Y forward, Z up, so the track's z is ``-pos_y``
+(``z_sign=-1``). ACC broadcasting gives the focused car's ground-plane X and Y (the track's x and
+z); EA SPORTS WRC the car's X, Y (up), Z. Frames without a position are held (the previous values
+are written again): NaN (a stale source), exactly (0, 0) (games zero positions in menus), or a
+false ``active_field`` (Forza ``is_race_on``, GT7 ``on_track``).
 """
 
 from __future__ import annotations
@@ -62,6 +61,11 @@ POSITION_FIELDS: dict[str, PositionFields] = {
     # if a real session's map comes out mirrored)
     "acc": PositionFields("world_x", "world_y"),
     "wrc": PositionFields("vehicle_position_x", "vehicle_position_z"),
+    # issue 14: GT7 (Y up; not on track in menus), Project CARS 2 / AMS2 (patch 5 full position),
+    # Project CARS 1 (the viewed car's participant entry, whole metres)
+    "gt7": PositionFields("position_x", "position_z", 1.0, "on_track"),
+    "pcars2": PositionFields("full_position_x", "full_position_z"),
+    "pcars": PositionFields("world_position_x", "world_position_z"),
 }
 
 LAP_FIELDS: list[dict[str, Any]] = [
