@@ -69,6 +69,7 @@ import numpy as np
 from wrtfd.decoders.base import Sample
 from wrtfd.recorder.observe import LiveFrames, ObserverHub, SessionEnded, SessionStarted
 from wrtfd.recorder.recorder import BeginOp, EndOp, FramesOp, Op, Recorder, RecorderPolicy, SourceSpec
+from wrtfd.scheduler.follow import SourceTimeline
 from wrtfd.sources.base import SinkFull
 
 __all__ = ["LiveRecorder"]
@@ -95,8 +96,17 @@ class LiveRecorder:
         on_batch: Callable[[Recorder, bool], None] | None = None,
         hub: ObserverHub | None = None,
         group: str = "",
+        source_clock: bool = False,
     ) -> None:
         self.recorder = Recorder(sources, policy, derived, metadata=metadata, clock=lambda: clock_ns() / 1e9)
+        # recorder.clock = "source": samples and "now" on the driving source's own clock.
+        self._timeline = (
+            SourceTimeline(
+                frozenset(s.name for s in sources if s.drives_frames), hold_ns=round(policy.jitter_s * 1e9)
+            )
+            if source_clock
+            else None
+        )
         self.policy = policy
         self._intake: deque[Sample] = deque()
         self._capacity = max(1, intake_capacity)
@@ -253,11 +263,19 @@ class LiveRecorder:
             advance = sched.advance
             push = sched.push
             popleft = intake.popleft
-            while intake:
-                sample = popleft()
-                advance(sample.rx_ns, flush=False)
-                push(sample)
-        self._queue(rec.advance(self._clock_ns()))
+            timeline = self._timeline
+            if timeline is None:
+                while intake:
+                    sample = popleft()
+                    advance(sample.rx_ns, flush=False)
+                    push(sample)
+            else:
+                while intake:
+                    sample = timeline.place(popleft())
+                    advance(sample.rx_ns, flush=False)
+                    push(sample)
+        now_ns = self._clock_ns()
+        self._queue(rec.advance(now_ns if self._timeline is None else self._timeline.now(now_ns)))
         self.progress += 1
 
     def _queue(self, ops: list[Op]) -> None:
