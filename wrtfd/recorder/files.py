@@ -337,7 +337,7 @@ class FileSink:
 
     def _open_session(self, start_us: int, reason: str, *, tick: int) -> None:
         """Open a file if needed and begin a file-session whose tick 0 is session tick ``tick``."""
-        if self.writer is None and not self._open_file(start_us):
+        if self.writer is None and not self._open_file(start_us, reason):
             return
         w = self.writer
         if w is None:  # pragma: no cover - _open_file returned True
@@ -361,7 +361,7 @@ class FileSink:
         self._fs_frames = 0
         self._fs_dropped = 0
 
-    def _open_file(self, start_us: int) -> bool:
+    def _open_file(self, start_us: int, reason: str = "") -> bool:
         info = self._header or {}
         name = render_name(
             self.template,
@@ -404,7 +404,7 @@ class FileSink:
         self.paths.append(path)
         self.files += 1
         if self.on_event is not None:
-            self.on_event(FileOpened(self.group, str(path), start_us))
+            self.on_event(FileOpened(self.group, str(path), start_us, reason))
         self._file_start_us = start_us
         self._file_frames = 0
         self._last_sync = self._clock()

@@ -23,6 +23,7 @@ from typing import Protocol
 import numpy as np
 
 __all__ = [
+    "DiskSpaceChanged",
     "FileClosed",
     "FileOpened",
     "LiveFrames",
@@ -43,6 +44,9 @@ class FileOpened:
     group: str
     path: str
     wall_us: int
+    #: The ``start_reason`` of the file's first session: ``rotate`` when a rotation opened it,
+    #: ``resume`` after an I/O error ("" when unknown).
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +95,19 @@ class SourceStateChanged:
     #: ``first_sample``, ``silent`` or ``back``.
     state: str
     wall_us: int
+    #: ``silent``: seconds since its last sample; ``back``: about how long it was silent.
+    silent_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DiskSpaceChanged:
+    """The recording file system's free space fell below the threshold (``low``) or rose back."""
+
+    path: str
+    low: bool
+    free_bytes: int
+    min_free_bytes: int
+    wall_us: int
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -107,7 +124,15 @@ class LiveFrames:
     times_us: np.ndarray = field(repr=False)
 
 
-RecordingEvent = FileOpened | FileClosed | SessionStarted | SessionEnded | MarkerAdded | SourceStateChanged
+RecordingEvent = (
+    FileOpened
+    | FileClosed
+    | SessionStarted
+    | SessionEnded
+    | MarkerAdded
+    | SourceStateChanged
+    | DiskSpaceChanged
+)
 
 
 class Observer(Protocol):
