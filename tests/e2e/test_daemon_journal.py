@@ -42,6 +42,8 @@ TICK_S = 1 / RATE_HZ
 SPEED_SCALE = 5  # a lap of the oval (11.7 s) in 2.3 s: room to send SIGHUP inside lap 2
 JOURNAL = re.compile(r"^<(\d)>wrtfd\.journal: (.*)$")
 
+pytestmark = pytest.mark.slow
+
 
 def journal(d: Daemon) -> list[tuple[int, str]]:
     """The journal lines so far: (syslog priority, text)."""

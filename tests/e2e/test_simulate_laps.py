@@ -34,6 +34,8 @@ TICK_S = 1 / RATE_HZ
 # 2 minutes). tests/e2e/test_daemon_laps.py keeps the real-time path: the daemon at the game's pace.
 SPEED_SCALE = 10.0
 
+pytestmark = pytest.mark.slow
+
 
 def wrtfd(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
