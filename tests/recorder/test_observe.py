@@ -92,3 +92,22 @@ async def test_no_observer_no_copy(out_dir: Path) -> None:
         await _feed(live, 20)
         await live.stop()
     assert hub.failed == 0 and live.recorder.paths
+
+
+async def test_an_events_only_observer_gets_no_frames_and_costs_no_copies(out_dir: Path) -> None:
+    hub = ObserverHub()
+    events = Collect()
+    hub.add(events, frames=False)  # what the journal does
+    assert not hub.wants_frames
+    live = LiveRecorder([GAME], _policy(out_dir), hub=hub, group="g")
+    async with anyio.create_task_group() as tg:
+        await tg.start(live.run)
+        await _feed(live, 20)
+        await live.stop()
+    kinds = {type(i).__name__ for i in events.items}
+    assert kinds == {"SessionStarted", "SessionEnded", "FileOpened", "FileClosed"}
+    frames = Collect()
+    hub.add(frames)
+    assert hub.wants_frames
+    hub.remove(frames)
+    assert not hub.wants_frames

@@ -238,5 +238,5 @@ def start_journal(hub: ObserverHub, *, interval_s: float) -> Journal:
     """A journal observing ``hub``, logging on the running event loop."""
     journal = Journal(interval_s=interval_s)
     journal.start(asyncio.get_running_loop())
-    hub.add(journal)
+    hub.add(journal, frames=False)  # events only: no frame copies for the journal
     return journal
