@@ -24,7 +24,9 @@ to be closed, a session is open or data waits to be written or fsynced, and slee
 next sample once none of that is left (waking every ``idle_check_s`` for the statistics). The
 writer thread gets one batch per ``batch_s`` through a queue and only marks it done: no wake-up
 of the loop per write. A sample's time is its receive time, so when the engine steps never
-changes a frame.
+changes a frame. With ``source_clock=True`` (``recorder.clock = "source"``) samples and the
+engine's "now" are on the driving source's own clock instead (:mod:`wrtfd.scheduler.follow`):
+a feed faster or slower than real time is recorded at its own pace.
 
 Durability bound
 ----------------
