@@ -8,9 +8,10 @@ from pathlib import Path
 import anyio
 import numpy as np
 
+from tests.recorder.conftest import START_US, game_stream
 from tests.recorder.test_live import GAME, _feed, _policy
 from wrtfd.format import Reader
-from wrtfd.recorder import LiveRecorder
+from wrtfd.recorder import LiveRecorder, Recorder, RecorderPolicy
 from wrtfd.recorder.observe import (
     FileClosed,
     FileOpened,
@@ -111,3 +112,34 @@ async def test_an_events_only_observer_gets_no_frames_and_costs_no_copies(out_di
     assert hub.wants_frames
     hub.remove(frames)
     assert not hub.wants_frames
+
+
+def _record_with_events(out_dir: Path, samples: list, **policy: object) -> list[RecordingEvent | LiveFrames]:
+    """Drive a Recorder as replay() does, with the sink's file events collected."""
+    seen = Collect()
+    rec = Recorder([GAME], RecorderPolicy(output_dir=out_dir, **policy))  # type: ignore[arg-type]
+    rec.sink.on_event = seen.notify
+    rec.sink.group = "g"
+    rec.set_origin(samples[0].rx_ns, START_US)
+    try:
+        for s in samples:
+            rec.apply(rec.advance(s.rx_ns))
+            rec.push(s)
+        rec.apply(rec.finish("end"))
+    finally:
+        rec.close()
+    return seen.items
+
+
+def test_file_events_say_which_opening_is_a_rotation(out_dir: Path) -> None:
+    by_size = _record_with_events(out_dir / "size", game_stream(600), rotate_s=2.0)
+    opened = [e for e in by_size if isinstance(e, FileOpened)]
+    closed = [e for e in by_size if isinstance(e, FileClosed)]
+    assert [e.reason for e in opened] == ["first", "rotate", "rotate", "rotate", "rotate"]
+    assert [e.path for e in opened] == [e.path for e in closed]  # each closed once, in order
+    assert sum(e.frames for e in closed) == 600 and all(e.complete for e in closed)
+    # rotate_sessions: the file after the first session is a rotation too
+    by_sessions = _record_with_events(
+        out_dir / "sessions", game_stream(600, new_session_at=300), rotate_sessions=1
+    )
+    assert [e.reason for e in by_sessions if isinstance(e, FileOpened)] == ["first", "rotate"]
