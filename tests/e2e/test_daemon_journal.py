@@ -3,7 +3,7 @@
 One daemon (journal format, so every line carries its syslog priority) records a Forza feed with
 lap channels on the oval, driven by ``wrtfd simulate`` five times faster than real time (the
 recorder follows the game's clock), plus a ``struct`` feed riding along in the same group. The
-test sends SIGHUP in the middle of lap 2 (two sessions by request), stops the struct feed until
+test sends SIGHUP once lap 1 is counted (two sessions by request), stops the struct feed until
 it counts as silent and starts it again, and sets the free-disk threshold above any real disk;
 files rotate every 15 s of recording. The journal must then say, line by line, what happened,
 with the numbers of the files on disk and of the simulator.
@@ -150,9 +150,15 @@ def test_sessions_tell_the_sighup_and_the_laps(story: dict[str, Any]) -> None:
     ]
     menu, race, rest = (ended(t) for t in sessions if t.startswith("session ended"))
     assert menu["laps"] == 0 and menu["best_s"] is None
-    assert race["laps"] == 1 and race["best_s"] == pytest.approx(laps[0]["time_s"], abs=TICK_S)
-    # the split came inside lap 2; after it the line is crossed once more: lap 3 is timed
-    assert rest["laps"] == 1 and rest["best_s"] == pytest.approx(laps[2]["time_s"], abs=TICK_S)
+    # SIGHUP came once lap 1 was counted: inside lap 2 (or lap 3 on a very loaded machine). The
+    # lap it cut is lost to both sessions: the new one times laps from its first line crossing.
+    cut = race["laps"] + 1
+    assert cut in (2, 3)
+    times = [lap["time_s"] for lap in laps]
+    assert race["best_s"] == pytest.approx(min(times[: cut - 1]), abs=TICK_S)
+    assert rest["laps"] == 3 - cut
+    if rest["laps"]:
+        assert rest["best_s"] == pytest.approx(min(times[cut:]), abs=TICK_S)
     for s in (menu, race, rest):
         assert s["dropped"] == 0  # every tick of the game's clock has its frame
         assert s["duration_s"] == pytest.approx(s["frames"] * TICK_S, abs=0.051)
