@@ -71,6 +71,42 @@ def test_rate_limiter_never_passes_two_within_interval(times: list[float], inter
     assert len(passed) + suppressed_total <= len(times)
 
 
+@given(
+    times=st.lists(st.floats(0, 1000, allow_nan=False), max_size=80),
+    interval=st.floats(0.1, 100),
+    burst=st.integers(1, 6),
+)
+def test_rate_limiter_burst_passes_at_most_burst_in_any_interval(
+    times: list[float], interval: float, burst: int
+) -> None:
+    rl = RateLimiter(interval, burst)
+    passed: list[float] = []
+    suppressed_total = 0
+    ordered = sorted(times)
+    for t in ordered:
+        ok, held = rl.allow("k", t)
+        suppressed_total += held
+        if ok:
+            passed.append(t)
+    # any burst + 1 passed events span at least one interval
+    assert all(passed[i + burst] - passed[i] >= interval for i in range(len(passed) - burst))
+    # the first burst events always pass; nothing held back is forgotten
+    assert passed[:burst] == ordered[:burst]
+    assert len(passed) + suppressed_total + sum(rl.take_suppressed().values()) == len(times)
+    assert rl.take_suppressed() == {}
+
+
+def test_rate_limiter_burst_then_one_per_interval() -> None:
+    rl = RateLimiter(10.0, burst=3)
+    assert [rl.allow("s", t)[0] for t in (0.0, 0.1, 0.2, 0.3, 5.0)] == [True, True, True, False, False]
+    assert rl.allow("s", 10.0) == (True, 2)  # the first of the burst is 10 s old
+    assert rl.allow("s", 10.05) == (False, 0)
+    assert rl.allow("s", 10.1) == (True, 1)
+    assert rl.allow("other", 10.1) == (True, 0)
+    assert rl.allow("s", 10.15) == (False, 0)
+    assert rl.take_suppressed() == {"s": 1}
+
+
 def test_filter_uses_rate_key_only() -> None:
     now = [0.0]
     flt = RateLimitFilter(5.0, clock=lambda: now[0])

@@ -294,3 +294,17 @@ def test_call_turns_config_complaints_into_config_errors_and_lets_bugs_through()
     assert isinstance(info.value.__cause__, ValueError)
     with pytest.raises(TypeError, match="has no len"):
         _call("w", "options", build, 3)
+
+
+def test_recorder_clock_reaches_every_group_and_is_checked(tmp_path: Path) -> None:
+    sources = [
+        {"kind": "udp", "protocol": "forza", "port": 5300, "group": "forza"},
+        {"kind": "udp", "protocol": "f1", "port": 20777, "group": "f1"},
+    ]
+    default = prepare(_loaded({"sources": sources}, tmp_path), env={})
+    assert all(g._timeline is None for g in default.recorder.groups.values())  # arrival: unchanged
+    source = prepare(_loaded({"sources": sources, "recorder": {"clock": "source"}}, tmp_path), env={})
+    timelines = {name: g._timeline for name, g in source.recorder.groups.items()}
+    assert set(timelines) == {"forza", "f1"} and all(t is not None for t in timelines.values())
+    with pytest.raises(ConfigError, match=r"recorder.clock: .*'arrival' or 'source'"):
+        parse_config({"sources": sources, "recorder": {"clock": "wall"}}, "t.toml")

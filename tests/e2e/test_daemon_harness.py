@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -22,6 +23,28 @@ FORZA_FILE = Path("udp/forza_fm2023/fm2023_dash_331B_x1793.bin")
 FORZA_SIZE = 331
 #: Every wait in these tests is bounded by this (seconds); a hang fails instead of blocking CI.
 WAIT_S = 20.0
+
+
+#: Options of a ``struct`` source reading :func:`feed_records` (a custom feed with its own clock).
+FEED_OPTIONS = """
+[sources.options]
+endian = "little"
+length = 16
+magic = "WR"
+time_field = "t_ms"
+time_unit = "ms"
+fields = [
+    { name = "magic", type = "char", count = 2, record = false },
+    { name = "t_ms", type = "uint32", offset = 4 },
+    { name = "rpm", type = "uint16", offset = 8, scale = 0.25 },
+    { name = "speed", type = "float32", offset = 12 },
+]
+"""
+
+
+def feed_records(n: int = 3000) -> list[bytes]:
+    """Records of the ``struct`` feed of :data:`FEED_OPTIONS`, 20 ms apart on their own clock."""
+    return [struct.pack("<2s2xIH2xf", b"WR", 20 * i, 4000, 10.0) for i in range(n)]
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:

@@ -3,8 +3,10 @@ the lap channels live while ``wrtfd simulate`` (another subprocess) drives two l
 over loopback UDP; the file's channels, its session footer and ``wrtfd laps`` agree with the
 simulator's own lap times within one tick.
 
-The oval is the shortest shipped track (two laps take about 30 s): the live recorder places
-samples on their arrival clock, so the feed must run in real time.
+This is the real-time path, kept on purpose: the daemon's default clock (``arrival``) and the
+game's own pace are what users get. The oval is the shortest shipped track (two laps take about
+30 s). The accelerated tests (``test_simulate_laps.py``, ``test_daemon_journal.py``) run on the
+game's clock (``recorder.clock = "source"``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """End to end: ``wrtfd simulate`` (a real subprocess) sends 3 laps of the road course as Forza
-Data Out over loopback UDP into a running recorder (the real UDP source + live recorder with the
-lap-channel plug-in, in this process); ``wrtfd laps`` then finds 3 complete laps whose times
-equal the simulator's own within one tick, and ``wrtfd plot`` renders the session."""
+Data Out over loopback UDP, ten times faster than real time, into a running recorder that
+follows the game's clock (the real UDP source + live recorder with the lap-channel plug-in, in
+this process); ``wrtfd laps`` then finds 3 complete laps whose times equal the simulator's own
+within one tick, and ``wrtfd plot`` renders the session."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import anyio
 import numpy as np
 import pytest
 
+from tests.e2e.test_daemon_harness import Daemon, free_port, recordings, run_cli, udp_source, wait_for
 from wrtfd.decoders.forza import ForzaDecoder
 from wrtfd.format import Reader
 from wrtfd.recorder import LiveRecorder, RecorderPolicy, SourceSpec
@@ -28,10 +29,10 @@ REPO = Path(__file__).resolve().parents[2]
 ROAD = REPO / "config" / "tracks" / "road.trk"
 RATE_HZ = 60
 TICK_S = 1 / RATE_HZ
-# Real time: the live recorder places samples on the monotonic clock, using the game's own clock
-# only to de-jitter it (wrtfd.scheduler.timing), so an accelerated feed would be recorded
-# accelerated. At speed 1 the file's lap times are the simulator's; this takes about two minutes.
-SPEED_SCALE = 1.0
+# The recorder follows the game's clock (recorder.clock = "source"), so the feed can run ten times
+# faster than real time and the file's lap times are still the simulator's (about 12 s instead of
+# 2 minutes). tests/e2e/test_daemon_laps.py keeps the real-time path: the daemon at the game's pace.
+SPEED_SCALE = 10.0
 
 pytestmark = pytest.mark.slow
 
@@ -50,6 +51,7 @@ async def record_simulated_laps(out_dir: Path) -> tuple[dict, dict]:
         [SourceSpec("forza", decoder.definition)],
         RecorderPolicy(output_dir=out_dir, rate_hz=RATE_HZ),
         derived=[lap_channels_for(track, source="forza", protocol="forza")],
+        source_clock=True,
     )
     async with anyio.create_task_group() as tg:
         await tg.start(live.run)
@@ -111,12 +113,10 @@ def test_every_datagram_arrived_and_was_recorded(recorded: tuple[dict, Path, dic
     with Reader(path) as r:
         assert r.complete
         frames = sum(s.frame_count for s in r.sessions)
-    # one frame per simulated tick, except where scheduling jitter on this shared machine put two
-    # datagrams in one tick (counted as superseded by the recorder, never lost silently)
+    # one frame per simulated tick: placed by the game's clock, arrival jitter cannot merge two
     per_source = stats["recorder"]["per_source"]["forza"]
-    assert per_source["late"] == 0
-    assert frames + per_source["superseded"] >= summary["ticks"] - 3
-    assert frames >= 0.97 * summary["ticks"]
+    assert per_source["late"] == 0 and per_source["superseded"] == 0
+    assert frames == summary["ticks"]
 
 
 def test_laps_redetected_from_positions(recorded: tuple[dict, Path, dict]) -> None:
@@ -172,48 +172,21 @@ def test_plot_renders(recorded: tuple[dict, Path, dict], tmp_path: Path) -> None
 KART = REPO / "config" / "tracks" / "kart.trk"
 
 
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def port_taken(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-        return False
-
-
 def test_daemon_recording_redetected_after_the_fact(tmp_path: Path) -> None:
-    """``wrtfd run`` (a real daemon subprocess, no track configured) records an F1 feed; laps are
-    found afterwards with ``wrtfd laps --track``, as when the live detection was off."""
-    port = free_udp_port()
+    """``wrtfd run`` (a real daemon subprocess, no track configured, following the game's clock)
+    records an F1 feed sent ten times faster than real time; laps are found afterwards with
+    ``wrtfd laps --track``, as when the live detection was off, with the simulator's times."""
+    port, status_port = free_port(socket.SOCK_DGRAM), free_port()
     out = tmp_path / "rec"
-    config = tmp_path / "wrtfd.toml"
-    config.write_text(
-        "[[sources]]\n"
-        'kind = "udp"\nname = "f1"\nprotocol = "f1"\nhost = "127.0.0.1"\n'
-        f"port = {port}\nrcvbuf_bytes = 4194304\n\n"
-        f'[recorder]\noutput_dir = "{out}"\nrate_hz = {RATE_HZ}\n\n'
-        "[status]\nenabled = false\n"
+    config = (
+        udp_source("f1", "f1", port, "rcvbuf_bytes = 4194304\n")
+        + f'[recorder]\noutput_dir = "{out}"\nrate_hz = {RATE_HZ}\nclock = "source"\n'
+        + f"[status]\nport = {status_port}\n"
     )
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "wrtfd", "run", "--config", str(config)],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    d = Daemon(tmp_path, config, status_port=status_port).start()
     try:
-        deadline = time.monotonic() + 30
-        while not port_taken(port):  # the daemon has bound its socket
-            assert daemon.poll() is None, daemon.communicate()[1]
-            assert time.monotonic() < deadline, "daemon did not bind its port"
-            time.sleep(0.05)
-        sim = wrtfd(
+        d.wait_ready()
+        sim = run_cli(
             "simulate",
             "--protocol",
             "f1",
@@ -225,15 +198,21 @@ def test_daemon_recording_redetected_after_the_fact(tmp_path: Path) -> None:
             "2",
             "--seed",
             "3",
+            "--speed-scale",
+            str(SPEED_SCALE),
             "--json",
         )
         assert sim.returncode == 0, sim.stderr
         summary = json.loads(sim.stdout)
+        wait_for(
+            lambda: d.status()["sources"]["f1"]["received"] == summary["datagrams"],
+            "every datagram read by the daemon",
+        )
+        d.signal(signal.SIGTERM)
+        assert d.wait_exit() == 0, d.stderr
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        _, err = daemon.communicate(timeout=30)
-    assert daemon.returncode == 0, err
-    files = sorted(out.rglob("*.wrtf"))
+        d.stop()
+    files = recordings(out)
     assert len(files) == 1, files
     r = wrtfd("laps", str(files[0]), "--track", str(KART), "--json")
     assert r.returncode == 0, r.stderr

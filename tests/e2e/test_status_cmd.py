@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -23,30 +22,21 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_daemon_harness import BackgroundFeed, Daemon, free_port, run_cli, udp_source, wait_for
+from tests.e2e.test_daemon_harness import (
+    FEED_OPTIONS,
+    BackgroundFeed,
+    Daemon,
+    feed_records,
+    free_port,
+    run_cli,
+    udp_source,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 OVAL = REPO / "config" / "tracks" / "oval.trk"
-FEED_OPTIONS = """
-[sources.options]
-endian = "little"
-length = 16
-magic = "WR"
-time_field = "t_ms"
-time_unit = "ms"
-fields = [
-    { name = "magic", type = "char", count = 2, record = false },
-    { name = "t_ms", type = "uint32", offset = 4 },
-    { name = "rpm", type = "uint16", offset = 8, scale = 0.25 },
-    { name = "speed", type = "float32", offset = 12 },
-]
-"""
-
-
-def feed_records(n: int = 3000) -> list[bytes]:
-    return [struct.pack("<2s2xIH2xf", b"WR", 20 * i, 4000, 10.0) for i in range(n)]
 
 
 def status(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

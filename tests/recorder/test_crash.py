@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -25,14 +26,14 @@ CRASH_BOUND_S = 0.05 + 1 / RATE + max(0.1, 0.1) + 0.05 + 0.1
 POWER_CUT_BOUND_S = CRASH_BOUND_S + 0.25  # + fsync_interval_s
 
 
-def _trial(tmp: Path, rng: random.Random) -> dict[str, float]:
+def _trial(tmp: Path, delay_s: float) -> dict[str, float]:
     out = tmp / "rec"
     env = dict(os.environ, PYTHONPATH=str(REPO))
     cmd = [sys.executable, str(CHILD), str(out)]
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
     assert child.stdout is not None
     assert child.stdout.readline().strip() == "ready"
-    time.sleep(rng.uniform(0.05, 2.0))  # a random moment to kill the recorder (test pacing, not logic)
+    time.sleep(delay_s)  # a random moment to kill the recorder (test pacing, not logic)
     child.send_signal(signal.SIGKILL)
     lines = child.stdout.read().splitlines()
     child.wait(timeout=10)
@@ -76,9 +77,10 @@ def _trial(tmp: Path, rng: random.Random) -> dict[str, float]:
 @pytest.mark.slow
 def test_kill_9_at_random_moments_loses_nothing_fsynced(tmp_path: Path) -> None:
     rng = random.Random(20261121)
-    results = []
-    for k in range(20):
-        results.append(_trial(tmp_path / f"t{k}", rng))
+    delays = [rng.uniform(0.05, 2.0) for _ in range(20)]
+    # Two trials at a time (each its own child, directory and moment): they mostly wait.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda k: _trial(tmp_path / f"t{k}", delays[k]), range(20)))
     worst = max(r["loss_s"] for r in results)
     print(
         f"\ncrash test: 20 trials, worst loss {worst * 1000:.0f} ms of newest data "

@@ -10,7 +10,7 @@ import pytest
 
 from tests.recorder.conftest import GAME_DEF
 from wrtfd.decoders.base import Sample
-from wrtfd.format import Reader, validate_file
+from wrtfd.format import EnumDef, Reader, validate_file
 from wrtfd.recorder import LiveRecorder, RecorderPolicy, SourceSpec
 from wrtfd.sources.base import SinkFull
 
@@ -140,3 +140,33 @@ async def test_an_idle_recorder_sleeps_and_steps_only_for_samples(out_dir: Path)
     (path,) = live.recorder.paths
     with Reader(path) as r:
         assert [int(x) for x in r.frames(0)["game"]["n"]][-1] == 29
+
+
+async def test_source_clock_records_an_accelerated_feed_at_game_time(out_dir: Path) -> None:
+    """``recorder.clock = "source"``: ten game seconds sent in one real second become ten
+    seconds of frames, one per game tick; the session then ends on the monotonic clock."""
+    clocked = SourceSpec("game", GAME_DEF)
+    live = LiveRecorder([clocked], _policy(out_dir, session_idle_s=0.5), source_clock=True)
+    n = 600
+    async with anyio.create_task_group() as tg:
+        await tg.start(live.run)
+        t0 = time.monotonic()
+        for i in range(n):  # 600 samples per real second, 60 per game second (the feed's pacing)
+            live.sink(
+                Sample("game", time.monotonic_ns(), {"n": i}, source_time_ns=5_000_000_000 + i * 10**9 // 60)
+            )
+            if i % 20 == 19:
+                await anyio.sleep(max(0.0, t0 + (i + 1) / 600 - time.monotonic()))
+        with anyio.fail_after(10):  # the idle end comes from the monotonic clock: the feed stopped
+            while live.stats_snapshot()["in_session"] or live.stats_snapshot()["sessions"] == 0:  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        await live.stop()
+    (path,) = live.recorder.paths
+    with Reader(path) as r:
+        assert len(r.sessions) == 1 and r.sessions[0].footer is not None
+        ends = r.schema.types["wrtfd__end_reason"]
+        assert isinstance(ends, EnumDef)
+        assert ends.name_of(int(r.sessions[0].footer["end_reason"])) == "idle"
+        frames = r.frames(0)
+        assert frames["tick"].tolist() == list(range(n))
+        assert frames["game"]["n"].tolist() == list(range(n))

@@ -8,10 +8,12 @@ from pathlib import Path
 import anyio
 import numpy as np
 
+from tests.recorder.conftest import START_US, game_stream
 from tests.recorder.test_live import GAME, _feed, _policy
 from wrtfd.format import Reader
-from wrtfd.recorder import LiveRecorder
+from wrtfd.recorder import LiveRecorder, Recorder, RecorderPolicy
 from wrtfd.recorder.observe import (
+    DiskSpaceChanged,
     FileClosed,
     FileOpened,
     LiveFrames,
@@ -62,7 +64,9 @@ async def test_live_recording_publishes_sessions_files_and_frames(out_dir: Path)
     ends = [i for i in seen.items if isinstance(i, SessionEnded)]
     assert [s.reason for s in starts] == ["first", "request"]
     assert ends[-1].reason == "stop"
-    assert all(i.group == "rig" for i in seen.items if not isinstance(i, SourceStateChanged))
+    assert all(
+        i.group == "rig" for i in seen.items if not isinstance(i, SourceStateChanged | DiskSpaceChanged)
+    )
 
     (path,) = live.recorder.paths
     opened = next(i for i in seen.items if isinstance(i, FileOpened))
@@ -93,3 +97,53 @@ async def test_no_observer_no_copy(out_dir: Path) -> None:
         await _feed(live, 20)
         await live.stop()
     assert hub.failed == 0 and live.recorder.paths
+
+
+async def test_an_events_only_observer_gets_no_frames_and_costs_no_copies(out_dir: Path) -> None:
+    hub = ObserverHub()
+    events = Collect()
+    hub.add(events, frames=False)  # what the journal does
+    assert not hub.wants_frames
+    live = LiveRecorder([GAME], _policy(out_dir), hub=hub, group="g")
+    async with anyio.create_task_group() as tg:
+        await tg.start(live.run)
+        await _feed(live, 20)
+        await live.stop()
+    kinds = {type(i).__name__ for i in events.items}
+    assert kinds == {"SessionStarted", "SessionEnded", "FileOpened", "FileClosed"}
+    frames = Collect()
+    hub.add(frames)
+    assert hub.wants_frames
+    hub.remove(frames)
+    assert not hub.wants_frames
+
+
+def _record_with_events(out_dir: Path, samples: list, **policy: object) -> list[RecordingEvent | LiveFrames]:
+    """Drive a Recorder as replay() does, with the sink's file events collected."""
+    seen = Collect()
+    rec = Recorder([GAME], RecorderPolicy(output_dir=out_dir, **policy))  # type: ignore[arg-type]
+    rec.sink.on_event = seen.notify
+    rec.sink.group = "g"
+    rec.set_origin(samples[0].rx_ns, START_US)
+    try:
+        for s in samples:
+            rec.apply(rec.advance(s.rx_ns))
+            rec.push(s)
+        rec.apply(rec.finish("end"))
+    finally:
+        rec.close()
+    return seen.items
+
+
+def test_file_events_say_which_opening_is_a_rotation(out_dir: Path) -> None:
+    by_size = _record_with_events(out_dir / "size", game_stream(600), rotate_s=2.0)
+    opened = [e for e in by_size if isinstance(e, FileOpened)]
+    closed = [e for e in by_size if isinstance(e, FileClosed)]
+    assert [e.reason for e in opened] == ["first", "rotate", "rotate", "rotate", "rotate"]
+    assert [e.path for e in opened] == [e.path for e in closed]  # each closed once, in order
+    assert sum(e.frames for e in closed) == 600 and all(e.complete for e in closed)
+    # rotate_sessions: the file after the first session is a rotation too
+    by_sessions = _record_with_events(
+        out_dir / "sessions", game_stream(600, new_session_at=300), rotate_sessions=1
+    )
+    assert [e.reason for e in by_sessions if isinstance(e, FileOpened)] == ["first", "rotate"]

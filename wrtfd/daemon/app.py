@@ -30,11 +30,13 @@ import anyio.abc
 
 from wrtfd import __version__
 from wrtfd.daemon.config import load_effective_config
+from wrtfd.daemon.journal import start_journal
 from wrtfd.daemon.logs import configure_logging
 from wrtfd.daemon.notify import Notifier, watchdog_interval_s
 from wrtfd.daemon.pipeline import Pipeline, SourceHandle
 from wrtfd.daemon.status import UP_STATES, StatusServer, health_problems
 from wrtfd.daemon.supervise import supervise
+from wrtfd.daemon.watch import LifecycleWatch
 from wrtfd.daemon.wiring import prepare
 
 __all__ = ["Daemon", "run_daemon"]
@@ -60,6 +62,10 @@ class Daemon:
         self.loaded = pipeline.loaded
         #: Every group's recorder publishes here; the journal, the page, the fleet... observe it.
         self.hub = pipeline.hub
+        # Source and disk state changes, for the journal (wrtfd.daemon.journal) and observers.
+        self.watch = LifecycleWatch(
+            self.hub, {h.source.name: h.config.silent_after_s for h in pipeline.handles}
+        )
         self.config = pipeline.loaded.config
         self.handles = pipeline.handles
         self.recorder = pipeline.recorder
@@ -180,9 +186,13 @@ class Daemon:
             now = time.monotonic()
             for h in self.handles:
                 h.rate.update(h.source.stats.samples, now)
+            wall_us = time.time_ns() // 1000
             if now - last_disk >= DISK_REFRESH_S:
                 last_disk = now
                 await anyio.to_thread.run_sync(self._refresh_disk)
+                self.watch.check_disk(self.disk, wall_us)
+            last_rx = {h.source.name: h.source.stats.last_rx_ns for h in self.handles}
+            self.watch.check_sources(last_rx, time.monotonic_ns(), wall_us)
             self._log_drops()
             # Only the recorder's counters each beat; the whole snapshot (every source, health)
             # only when a STATUS= line is really sent: the beat runs for the daemon's whole life.
@@ -222,6 +232,8 @@ class Daemon:
             self.loaded.origin,
             self.output_dir,
         )
+        # the lifecycle lines: files, sessions, sources, disk
+        journal = start_journal(self.hub, interval_s=self.config.logging.repeat_interval_s)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._signals)
             await tg.start(self.recorder.run)
@@ -240,6 +252,7 @@ class Daemon:
                 sources_tg.cancel_scope.cancel()
             await self._finalize()
             tg.cancel_scope.cancel()
+        journal.flush(final=True)  # the last files closed by the writer thread
         self.notifier.close()
         return self.exit_code
 

@@ -321,6 +321,11 @@ class RecorderConfig(_Model):
     #: File name template; None uses the recorder's default.
     file_template: str | None = None
     rate_hz: Annotated[int, Field(ge=1, le=1000)] = 60
+    #: Whose clock places samples: ``arrival`` (when they were received; what a live game
+    #: needs) or ``source`` (the first driving source's own timestamps, for feeds that do not
+    #: arrive in real time: an accelerated simulator, a logger dumping its memory, a replay).
+    #: See docs/daemon.md, "Source clock".
+    clock: Literal["arrival", "source"] = "arrival"
     #: A pause in every driving source longer than this ends the session.
     session_idle_s: PositiveSeconds = 30.0
     max_session_s: PositiveSeconds | None = None

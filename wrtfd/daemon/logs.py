@@ -5,7 +5,8 @@
   ``<N>`` prefix and no timestamp: journald adds both. Elsewhere they get a timestamp and level.
 - Repeated events of one kind (drops, restarts) pass a :class:`RateLimiter` keyed by
   ``extra={"rate_key": ...}``: at most one line per interval, and the next line that passes says
-  how many were suppressed.
+  how many were suppressed. The lifecycle journal (:mod:`wrtfd.daemon.journal`) uses its own
+  limiter with a small burst.
 """
 
 from __future__ import annotations
@@ -65,23 +66,33 @@ class TextFormatter(logging.Formatter):
 
 
 class RateLimiter:
-    """At most one event per key per ``interval_s``; counts what it held back (pure: clock given)."""
+    """At most ``burst`` events per key in any ``interval_s``; counts what it held back (pure:
+    the clock is given). ``burst`` is 1 for repeated problems (drops, restarts) and a few for the
+    lifecycle journal, whose events come in small clusters (a session ends, the next starts)."""
 
-    __slots__ = ("_interval_s", "_last_s", "_suppressed")
+    __slots__ = ("_burst", "_interval_s", "_passed", "_suppressed")
 
-    def __init__(self, interval_s: float) -> None:
+    def __init__(self, interval_s: float, burst: int = 1) -> None:
         self._interval_s = interval_s
-        self._last_s: dict[str, float] = {}
+        self._burst = max(1, burst)
+        self._passed: dict[str, list[float]] = {}  # per key, the times of the last ``burst`` passed
         self._suppressed: dict[str, int] = {}
 
     def allow(self, key: str, now_s: float) -> tuple[bool, int]:
         """Whether an event with ``key`` at ``now_s`` may pass, and how many were held back before it."""
-        last = self._last_s.get(key)
-        if last is not None and now_s - last < self._interval_s:
+        burst = self._burst
+        passed = self._passed.setdefault(key, [])
+        if len(passed) >= burst and now_s - passed[-burst] < self._interval_s:
             self._suppressed[key] = self._suppressed.get(key, 0) + 1
             return False, 0
-        self._last_s[key] = now_s
+        passed.append(now_s)
+        del passed[:-burst]
         return True, self._suppressed.pop(key, 0)
+
+    def take_suppressed(self) -> dict[str, int]:
+        """What was held back and not yet reported by a later line, per key (then forgotten)."""
+        out, self._suppressed = self._suppressed, {}
+        return out
 
 
 class RateLimitFilter(logging.Filter):

@@ -120,6 +120,7 @@ def build_recorder(
             on_batch=wedge_hook(fifo) if fifo else None,
             hub=hub,
             group=group,
+            source_clock=rc.clock == "source",
         )
     except ConfigError as exc:
         raise ConfigError(f"{loaded.origin}: {exc}") from None

@@ -222,13 +222,15 @@ class FileSink:
         self._summary = {}
         if self._failing:
             return  # the next frames retry once the backoff has passed
-        if (
+        rotating = (
             self.writer is not None
             and self.rotate_sessions is not None
             and self.writer.session_count >= self.rotate_sessions
-        ):
+        )
+        if rotating:
             self._close_file()
-        self._open_session(start_us, self._header.get("start_reason", "first"), tick=0)
+        reason = self._header.get("start_reason", "first")
+        self._open_session(start_us, reason, tick=0, file_reason="rotate" if rotating else reason)
 
     def frames_block(self, frames: np.ndarray, summary: Mapping[str, Any] | None = None) -> None:
         """Frames of the open session (session-relative ticks, strictly increasing)."""
@@ -343,9 +345,13 @@ class FileSink:
         start = self._start_us + round(next_tick * 1e6 / self.rate_hz)
         self._open_session(start, "rotate", tick=next_tick)
 
-    def _open_session(self, start_us: int, reason: str, *, tick: int) -> None:
-        """Open a file if needed and begin a file-session whose tick 0 is session tick ``tick``."""
-        if self.writer is None and not self._open_file(start_us):
+    def _open_session(self, start_us: int, reason: str, *, tick: int, file_reason: str | None = None) -> None:
+        """Open a file if needed and begin a file-session whose tick 0 is session tick ``tick``.
+
+        ``file_reason``: why a file is opened, for observers (default: the session's ``reason``)."""
+        if self.writer is None and not self._open_file(
+            start_us, reason if file_reason is None else file_reason
+        ):
             return
         w = self.writer
         if w is None:  # pragma: no cover - _open_file returned True
@@ -369,7 +375,7 @@ class FileSink:
         self._fs_frames = 0
         self._fs_dropped = 0
 
-    def _open_file(self, start_us: int) -> bool:
+    def _open_file(self, start_us: int, reason: str = "") -> bool:
         info = self._header or {}
         name = render_name(
             self.template,
@@ -412,7 +418,7 @@ class FileSink:
         self.paths.append(path)
         self.files += 1
         if self.on_event is not None:
-            self.on_event(FileOpened(self.group, str(path), start_us))
+            self.on_event(FileOpened(self.group, str(path), start_us, reason))
         self._file_start_us = start_us
         self._file_frames = 0
         self._last_sync = self._clock()

@@ -24,7 +24,9 @@ to be closed, a session is open or data waits to be written or fsynced, and slee
 next sample once none of that is left (waking every ``idle_check_s`` for the statistics). The
 writer thread gets one batch per ``batch_s`` through a queue and only marks it done: no wake-up
 of the loop per write. A sample's time is its receive time, so when the engine steps never
-changes a frame.
+changes a frame. With ``source_clock=True`` (``recorder.clock = "source"``) samples and the
+engine's "now" are on the driving source's own clock instead (:mod:`wrtfd.scheduler.follow`):
+a feed faster or slower than real time is recorded at its own pace.
 
 Durability bound
 ----------------
@@ -69,6 +71,7 @@ import numpy as np
 from wrtfd.decoders.base import Sample, SinkFull
 from wrtfd.recorder.observe import LiveFrames, ObserverHub, SessionEnded, SessionStarted
 from wrtfd.recorder.recorder import BeginOp, EndOp, FramesOp, Op, Recorder, RecorderPolicy, SourceSpec
+from wrtfd.scheduler.follow import SourceTimeline
 
 __all__ = ["LiveRecorder"]
 
@@ -94,8 +97,17 @@ class LiveRecorder:
         on_batch: Callable[[Recorder, bool], None] | None = None,
         hub: ObserverHub | None = None,
         group: str = "",
+        source_clock: bool = False,
     ) -> None:
         self.recorder = Recorder(sources, policy, derived, metadata=metadata, clock=lambda: clock_ns() / 1e9)
+        # recorder.clock = "source": samples and "now" on the driving source's own clock.
+        self._timeline = (
+            SourceTimeline(
+                frozenset(s.name for s in sources if s.drives_frames), hold_ns=round(policy.jitter_s * 1e9)
+            )
+            if source_clock
+            else None
+        )
         self.policy = policy
         self._intake: deque[Sample] = deque()
         self._capacity = max(1, intake_capacity)
@@ -252,11 +264,19 @@ class LiveRecorder:
             advance = sched.advance
             push = sched.push
             popleft = intake.popleft
-            while intake:
-                sample = popleft()
-                advance(sample.rx_ns, flush=False)
-                push(sample)
-        self._queue(rec.advance(self._clock_ns()))
+            timeline = self._timeline
+            if timeline is None:
+                while intake:
+                    sample = popleft()
+                    advance(sample.rx_ns, flush=False)
+                    push(sample)
+            else:
+                while intake:
+                    sample = timeline.place(popleft())
+                    advance(sample.rx_ns, flush=False)
+                    push(sample)
+        now_ns = self._clock_ns()
+        self._queue(rec.advance(now_ns if self._timeline is None else self._timeline.now(now_ns)))
         self.progress += 1
 
     def _queue(self, ops: list[Op]) -> None:

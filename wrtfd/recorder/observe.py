@@ -23,6 +23,7 @@ from typing import Protocol
 import numpy as np
 
 __all__ = [
+    "DiskSpaceChanged",
     "FileClosed",
     "FileOpened",
     "LiveFrames",
@@ -43,6 +44,9 @@ class FileOpened:
     group: str
     path: str
     wall_us: int
+    #: The ``start_reason`` of the file's first session: ``rotate`` when a rotation opened it,
+    #: ``resume`` after an I/O error ("" when unknown).
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +95,19 @@ class SourceStateChanged:
     #: ``first_sample``, ``silent`` or ``back``.
     state: str
     wall_us: int
+    #: ``silent``: seconds since its last sample; ``back``: about how long it was silent.
+    silent_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DiskSpaceChanged:
+    """The recording file system's free space fell below the threshold (``low``) or rose back."""
+
+    path: str
+    low: bool
+    free_bytes: int
+    min_free_bytes: int
+    wall_us: int
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -107,7 +124,15 @@ class LiveFrames:
     times_us: np.ndarray = field(repr=False)
 
 
-RecordingEvent = FileOpened | FileClosed | SessionStarted | SessionEnded | MarkerAdded | SourceStateChanged
+RecordingEvent = (
+    FileOpened
+    | FileClosed
+    | SessionStarted
+    | SessionEnded
+    | MarkerAdded
+    | SourceStateChanged
+    | DiskSpaceChanged
+)
 
 
 class Observer(Protocol):
@@ -117,28 +142,38 @@ class Observer(Protocol):
 
 
 class ObserverHub:
-    """Fans items out to observers; thread-safe; an observer that raises is removed."""
+    """Fans items out to observers; thread-safe; an observer that raises is removed.
+
+    An observer added with ``frames=False`` (the journal) gets the events only: it does not make
+    the recorder copy every frame block for :class:`LiveFrames`.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._observers: tuple[Observer, ...] = ()
+        self._frame_observers: tuple[Observer, ...] = ()
         self.failed = 0
 
     @property
     def wants_frames(self) -> bool:
-        """Any observer at all (copying frames is skipped when nobody listens)."""
-        return bool(self._observers)
+        """Any observer of frames (copying frames is skipped when none listens)."""
+        return bool(self._frame_observers)
 
-    def add(self, observer: Observer) -> None:
+    def add(self, observer: Observer, *, frames: bool = True) -> None:
         with self._lock:
             self._observers = (*self._observers, observer)
+            if frames:
+                self._frame_observers = (*self._frame_observers, observer)
 
     def remove(self, observer: Observer) -> None:
         with self._lock:
             self._observers = tuple(o for o in self._observers if o is not observer)
+            self._frame_observers = tuple(o for o in self._frame_observers if o is not observer)
 
     def publish(self, item: RecordingEvent | LiveFrames) -> None:
-        for observer in self._observers:  # a snapshot: add/remove swap the tuple
+        # a snapshot: add/remove swap the tuples
+        targets = self._frame_observers if isinstance(item, LiveFrames) else self._observers
+        for observer in targets:
             try:
                 observer.notify(item)
             except Exception:

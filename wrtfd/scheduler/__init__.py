@@ -2,7 +2,8 @@
 
 See :mod:`wrtfd.scheduler.core` for the timing model (virtual times, jitter window, dropped and
 late ticks, sessions) and :mod:`wrtfd.scheduler.timing` for how arrival-time and source-clock
-sources are mapped onto ticks.
+sources are mapped onto ticks; :mod:`wrtfd.scheduler.follow` for the timeline that follows a
+source's own clock (``recorder.clock = "source"``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ from wrtfd.scheduler.core import (
 from wrtfd.scheduler.core import (
     TickScheduler as TickScheduler,
 )
+from wrtfd.scheduler.follow import (
+    SourceTimeline as SourceTimeline,
+)
 
 __all__ = [
     "FrameBlock",
@@ -44,5 +48,6 @@ __all__ = [
     "SessionStarted",
     "SourceCounters",
     "SourcePlan",
+    "SourceTimeline",
     "TickScheduler",
 ]
