@@ -112,18 +112,28 @@ def _struct_record(t_ms: int, rpm: float, speed: float) -> bytes:
     return struct.pack("<2s2xIH2xf", b"WR", t_ms, round(rpm * 4), speed)
 
 
+def _source_name(src: dict[str, Any]) -> str:
+    """A source's name as the daemon gives it: ``name``, else its protocol (the kind's own for
+    the kinds with one protocol, such as gt7 and acc)."""
+    return str(src.get("name", src.get("protocol", src["kind"])))
+
+
 def _localise(example: Path, out: Path, devices: dict[str, PtyDevice]) -> tuple[dict[str, Any], int]:
     """The example with this machine's devices, ports and output directory; relative paths
     resolved against the example's directory. Returns (config, status port)."""
     data = tomllib.loads(example.read_text())
     for src in data["sources"]:
-        name = src.get("name", src.get("protocol"))
+        name = _source_name(src)
         if src["kind"] == "serial":
             devices[name] = PtyDevice()
             src["device"] = devices[name].path
         elif src["kind"] in ("udp", "dds"):
             src["host"] = "127.0.0.1"
             src["port"] = free_port(socket.SOCK_DGRAM if src["kind"] == "udp" else socket.SOCK_STREAM)
+        elif src["kind"] == "gt7":  # the console is this machine: nobody answers its heartbeats
+            src["host"] = src["console"] = "127.0.0.1"
+            src["port"] = free_port(socket.SOCK_DGRAM)
+            src["console_port"] = free_port(socket.SOCK_DGRAM)
         if "options" in src:
             src["options"] = resolve_option_paths(src["options"], example.parent)
         for key in ("definition", "track", "topic_map"):
@@ -147,17 +157,17 @@ def test_daemon_starts_with_example(example: Path, tmp_path: Path) -> None:
     d = Daemon(tmp_path, dumps(config), status_port=status_port).start()
     try:
         ready = d.wait_ready()
-        names = [s.get("name", s.get("protocol")) for s in config["sources"]]
+        names = [_source_name(s) for s in config["sources"]]
         assert sorted(ready["sources"]) == sorted(names)
         for name, src in ready["sources"].items():
             assert src["state"] in ("listening", "receiving"), (name, src)
         for name, device in devices.items():
             assert ready["sources"][name]["detail"] == f"opened {device.path}"
-        protocols = {s.get("name", s.get("protocol")): s["protocol"] for s in config["sources"]}
+        protocols = {_source_name(s): s.get("protocol", s["kind"]) for s in config["sources"]}
 
         # Data through each example's own decoding path, where the test can make it itself.
         feeds = [_DeviceFeed(dev, protocols[name]).start() for name, dev in devices.items()]
-        struct_sources = [s for s in config["sources"] if s["protocol"] == "struct"]
+        struct_sources = [s for s in config["sources"] if s.get("protocol") == "struct"]
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             for i in range(50):
                 for src in struct_sources:

@@ -146,7 +146,12 @@ async def test_source_clock_records_an_accelerated_feed_at_game_time(out_dir: Pa
     """``recorder.clock = "source"``: ten game seconds sent in one real second become ten
     seconds of frames, one per game tick; the session then ends on the monotonic clock."""
     clocked = SourceSpec("game", GAME_DEF)
-    live = LiveRecorder([clocked], _policy(out_dir, session_idle_s=0.5), source_clock=True)
+    # jitter_s 0.5 (not _policy's 0.05): a feeding loop stalled by a loaded machine must not look
+    # like the source stopping (the clock would fall back to the monotonic one for a moment).
+    policy = RecorderPolicy(
+        output_dir=out_dir, jitter_s=0.5, settle_s=0.1, fsync_interval_s=0.2, session_idle_s=1.0
+    )
+    live = LiveRecorder([clocked], policy, source_clock=True)
     n = 600
     async with anyio.create_task_group() as tg:
         await tg.start(live.run)

@@ -56,8 +56,8 @@ def record(
     use_source_clock: bool,
 ) -> list[Path]:
     """Record as the daemon would, with windows wide enough for a machine shared by many jobs
-    (a late sender thread must not look like a pause of the game)."""
-    policy = RecorderPolicy(output_dir=out_dir, rate_hz=rate_hz, jitter_s=0.5, bunch_s=0.25)
+    (a sender thread late by up to 2 s must not look like a pause or jump of the game's clock)."""
+    policy = RecorderPolicy(output_dir=out_dir, rate_hz=rate_hz, jitter_s=2.0, bunch_s=0.25)
     spec = SourceSpec(name, definition, use_source_clock=use_source_clock)
     return replay(samples, [spec], policy, start_timestamp_us=START_US)
 
