@@ -33,6 +33,7 @@ from wrtfd.format.schema import Leaf, Schema
 __all__ = [
     "LOCATION_FIX_SCHEMA",
     "LOG_SCHEMA",
+    "LOG_SCHEMA_BYTES",
     "LOG_TOPIC",
     "FoxgloveEncoder",
     "LogLevel",
@@ -118,6 +119,9 @@ LOG_SCHEMA: dict[str, Any] = {
     },
     "required": ["timestamp", "level", "message", "name", "file", "line"],
 }
+
+#: LOG_SCHEMA as a channel's schema data.
+LOG_SCHEMA_BYTES = json.dumps(LOG_SCHEMA, separators=(",", ":")).encode()
 
 #: Field pairs that are GPS degrees (latitude, longitude, altitude or None).
 GPS_FIELDS: tuple[tuple[str, str, str | None], ...] = (
