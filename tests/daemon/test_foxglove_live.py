@@ -68,7 +68,7 @@ def _frames(schema: Schema, ticks: np.ndarray, start_us: int, rate_hz: int = 60)
     frames = np.zeros(len(ticks), dtype=schema.frame_dtype)
     frames["tick"] = ticks
     if "forza" in (schema.frame_dtype.names or ()):
-        frames["forza"]["speed"] = ticks.astype(np.float32) * 0.5
+        frames["forza"]["speed"] = np.where(ticks == 9, np.nan, ticks.astype(np.float32) * 0.5)
     times = start_us + (ticks.astype(np.int64) * 1_000_000 + rate_hz // 2) // rate_hz
     group = "a" if "forza" in (schema.frame_dtype.names or ()) else "b"
     return LiveFrames(group, schema, frames, times)
@@ -134,7 +134,8 @@ async def test_advertises_every_groups_topics_and_sends_decimated_frames_to_subs
             assert ticks == list(range(0, 60, 3))  # 60 Hz frames at 20 Hz
             for t_ns, body in got[1]:
                 assert t_ns == (start_us + (body["tick"] * 1_000_000 + 30) // 60) * 1000  # N9
-                assert body["speed"] == body["tick"] * 0.5 and body["session"] == 1
+                speed = None if body["tick"] == 9 else body["tick"] * 0.5  # JSON has no NaN: null
+                assert body["speed"] == speed and body["session"] == 1
             logs = [b["message"] for _, b in got[2]]
             assert logs[0] == "a: session 1 started (session)"
             assert logs[1].startswith("a: session 1 ended (idle): 60 frames")
@@ -230,3 +231,15 @@ def test_config_defaults_off_and_errors_name_the_key() -> None:
         with pytest.raises(ConfigError) as err:
             _config(table)
         assert str(err.value).startswith(expected), str(err.value)
+
+
+def test_encoding_only_the_subscribed_topics_gives_the_same_messages(schemas: dict[str, Schema]) -> None:
+    from wrtfd.exporters.foxglove import FoxgloveEncoder
+
+    live = _frames(schemas["a"], np.arange(0, 12), T0_US)
+    encoder = FoxgloveEncoder(schemas["a"])
+    everything = list(encoder.encode(live.frames, live.times_us, 3))
+    forza = [t for t in encoder.topics if t.topic == "/forza"]
+    only = list(encoder.encode(live.frames, live.times_us, 3, forza))
+    assert only == [m for m in everything if m[0].topic == "/forza"] and len(only) == 12
+    assert list(encoder.encode(live.frames, live.times_us, 3, [])) == []

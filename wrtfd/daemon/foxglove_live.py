@@ -35,6 +35,7 @@ import anyio.lowlevel
 import numpy as np
 
 from wrtfd._optional import require
+from wrtfd.daemon.logs import LOGGER_NAME
 from wrtfd.exporters.foxglove import LOG_SCHEMA_BYTES, LOG_TOPIC, FoxgloveEncoder, LogLevel, log_message
 from wrtfd.recorder.observe import LiveFrames, ObserverHub, RecordingEvent, SessionEnded, SessionStarted
 
@@ -119,6 +120,7 @@ class FoxgloveLive:
         self.hub = hub
         self._sdk = require_sdk()
         self._sdk.set_log_level(SDK_LOG_LEVEL)
+        _share_daemon_log_handlers(logging.getLogger(self._sdk.__name__))
         self.context = self._sdk.Context()
         self.period_us = 1e6 / config.rate_hz
         self._groups: dict[str, _Group] = {}
@@ -253,19 +255,18 @@ class FoxgloveLive:
         times = item.times_us.tolist()
         g.last_us = int(times[-1])
         keep, g.due_us = decimate(times, g.due_us, self.period_us)
-        wanted = [ch.has_sinks() for ch in g.channels]
-        if not keep or not any(wanted):
+        wanted = [t for t, ch in zip(g.encoder.topics, g.channels, strict=True) if ch.has_sinks()]
+        if not keep or not wanted:
             return
         index = np.asarray(keep, dtype=np.intp)
         frames, times_us = item.frames[index], item.times_us[index]
         self.frames_published += len(keep)
         slot = {id(t): i for i, t in enumerate(g.encoder.topics)}
         counts = [0] * len(g.channels)
-        for topic, t_ns, msg in g.encoder.encode(frames, times_us, session):
+        for topic, t_ns, msg in g.encoder.encode(frames, times_us, session, wanted):
             i = slot[id(topic)]
-            if wanted[i]:
-                g.channels[i].log(msg, log_time=t_ns)
-                counts[i] += 1
+            g.channels[i].log(msg, log_time=t_ns)
+            counts[i] += 1
         for name, n in zip(g.names, counts, strict=True):
             if n:
                 self._count(name, n)
@@ -360,6 +361,15 @@ class FoxgloveLive:
             "messages_published": self.messages_published,
             "dropped": {"publisher_behind": self.dropped_behind},
         }
+
+
+def _share_daemon_log_handlers(logger: logging.Logger) -> None:
+    """The SDK's own lines (``foxglove.websocket.server``...) go where the daemon's go."""
+    ours = logging.getLogger(LOGGER_NAME)
+    if ours.handlers and not logger.handlers:
+        for handler in ours.handlers:
+            logger.addHandler(handler)
+        logger.propagate = False
 
 
 def _ended_text(item: SessionEnded, session: int) -> str:
