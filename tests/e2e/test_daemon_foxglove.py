@@ -177,8 +177,8 @@ def test_a_client_that_never_reads_does_not_stall_recording(
     """A client that stops reading: the recording goes on at its rate, the other client gets every
     frame, and the stalled one loses frames (the server drops its oldest queued messages) once the
     kernel's buffers for its connection are full."""
-    rate = 240  # 240 Hz frames, all sent (no decimation): the kernel's buffers fill in seconds
-    backlog = 256  # above the largest burst (a session's first half second arrives at once)
+    rate = 480  # 480 Hz frames, all sent (no decimation): the kernel's buffers fill in seconds
+    backlog = 512  # above the largest burst (a session's first half second arrives at once)
     d = start_daemon(f"rate_hz = {rate}\nclient_backlog = {backlog}", rate_hz=rate)
     d.wait_ready()
     stop = threading.Event()
@@ -228,7 +228,7 @@ def test_a_client_that_never_reads_does_not_stall_recording(
             last = d.status()
             written = last["recorder"]["frames_written"] - first["recorder"]["frames_written"]
             fps = written / (last["uptime_s"] - first["uptime_s"])
-            assert fps > rate / 2, f"recording slowed to {fps:.1f} frames/s with a stalled client"
+            assert fps > rate / 4, f"recording slowed to {fps:.1f} frames/s with a stalled client"
             offered = max(c["messages_offered"] for c in last["foxglove"]["clients"].values())
         finally:
             sim.stop()
