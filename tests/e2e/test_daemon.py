@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -270,8 +271,9 @@ def test_builtin_default_runs_with_status_on_loopback_only(tmp_path: Path) -> No
     env = {"STATE_DIRECTORY": str(tmp_path / "state")}
     probe = run_cli("config", "show")
     assert probe.returncode == 0 and 'host = "127.0.0.1"' in probe.stdout
-    ports = [int(line.split("=")[1]) for line in probe.stdout.splitlines() if line.startswith("port = ")]
-    status_port = ports[-1]  # [status] comes after the sources
+    shown = tomllib.loads(probe.stdout)  # sections other than these (e.g. [foxglove]) may have ports too
+    status_port = int(shown["status"]["port"])
+    ports = [int(src["port"]) for src in shown["sources"]] + [status_port]
     for port in ports:
         kind = socket.SOCK_STREAM if port == status_port else socket.SOCK_DGRAM
         with socket.socket(socket.AF_INET, kind) as s:

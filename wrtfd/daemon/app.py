@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -38,6 +38,9 @@ from wrtfd.daemon.status import UP_STATES, StatusServer, health_problems
 from wrtfd.daemon.supervise import supervise
 from wrtfd.daemon.watch import LifecycleWatch
 from wrtfd.daemon.wiring import prepare
+
+if TYPE_CHECKING:
+    from wrtfd.daemon.foxglove_live import FoxgloveLive
 
 __all__ = ["Daemon", "run_daemon"]
 
@@ -81,6 +84,14 @@ class Daemon:
         self.signals_seen: dict[str, int] = {}
         self.watchdog_sent = 0
         self.exit_code = EXIT_OK
+        # [foxglove] (issue 16): the live Foxglove server; built here, so a missing extra fails
+        # before anything is created.
+        self.foxglove: FoxgloveLive | None = None
+        if self.config.foxglove.enabled:
+            from wrtfd.daemon.foxglove_live import FoxgloveLive
+
+            schemas = {g: live.recorder.schema for g, live in self.recorder.groups.items()}
+            self.foxglove = FoxgloveLive(self.config.foxglove, schemas, self.hub)
 
     # --- snapshot for /status, /metrics, /healthz and STATUS= --------------------------------
 
@@ -108,6 +119,8 @@ class Daemon:
             "recorder": rec,
             "disk": dict(self.disk),
         }
+        if self.foxglove is not None:
+            snap_all["foxglove"] = self.foxglove.snapshot()
         problems = health_problems(snap_all)
         snap_all["healthy"] = not problems
         snap_all["problems"] = problems
@@ -243,6 +256,8 @@ class Daemon:
                 await self._wait_sources_ready()
                 if self.config.status.enabled:
                     await tg.start(self._serve_status)
+                if self.foxglove is not None:
+                    await tg.start(self.foxglove.run)
                 tg.start_soon(self._heartbeat)
                 line = self.status_line()
                 self.notifier.ready(line)

@@ -46,6 +46,7 @@ __all__ = [
     "Config",
     "DaemonConfig",
     "DdsSourceConfig",
+    "FoxgloveConfig",
     "Gt7SourceConfig",
     "LoadedConfig",
     "LoggingConfig",
@@ -360,6 +361,30 @@ class StatusConfig(_Model):
     min_free_mb: Annotated[float, Field(ge=0)] = 200.0
 
 
+# --- [foxglove]: the live Foxglove WebSocket server (issue 16; wrtfd/daemon/foxglove_live.py) ---
+
+
+class FoxgloveConfig(_Model):
+    """The live view in Foxglove (``wrtfd[foxglove]``): frames over the Foxglove WebSocket protocol."""
+
+    #: 0 (the default): off. Foxglove's usual port is 8765.
+    port: Annotated[int, Field(ge=0, le=65535)] = 0
+    #: Loopback unless configured otherwise: the server has no authentication; a LAN address
+    #: (or 0.0.0.0) lets anyone on that network watch the car.
+    host: HostIP = "127.0.0.1"
+    #: Live frames are sent at most this often per recording group (decimated from the frames).
+    rate_hz: Annotated[float, Field(gt=0, le=1000)] = 20.0
+    #: Messages queued per client; a client that reads slower loses the oldest ones.
+    client_backlog: Annotated[int, Field(ge=16, le=65536)] = 256
+
+    @property
+    def enabled(self) -> bool:
+        return self.port != 0
+
+
+# --- end [foxglove] ---
+
+
 class LoggingConfig(_Model):
     level: Literal["debug", "info", "warning", "error"] = "info"
     #: auto: journal style (``<N>`` prefixes, no timestamps) under systemd, else plain text lines.
@@ -383,6 +408,7 @@ class Config(_Model):
     status: StatusConfig = Field(default_factory=StatusConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    foxglove: FoxgloveConfig = Field(default_factory=FoxgloveConfig)  # [foxglove] (issue 16)
 
     @model_validator(mode="after")
     def _unique_sources(self) -> Config:

@@ -426,6 +426,10 @@ def check_buildable(loaded: LoadedConfig) -> list[BuiltSource]:
     """What ``wrtfd config check`` adds to validation: every decoder, source and policy builds."""
     built = build_sources(loaded)
     _recorder(loaded, built, loaded.output_dir())
+    if loaded.config.foxglove.enabled:  # [foxglove]: its extra must be installed
+        from wrtfd.daemon.foxglove_live import require_sdk
+
+        require_sdk()
     return built
 
 

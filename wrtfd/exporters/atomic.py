@@ -10,17 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from types import TracebackType
 
 __all__ = ["AtomicOutputs"]
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 class AtomicOutputs:
@@ -31,17 +25,24 @@ class AtomicOutputs:
 
     def path(self, target: Path) -> Path:
         """A new empty temporary file beside ``target``, with the same suffix (some writers
-        insist on it)."""
+        insist on it).
+
+        The name is registered before the file is created, so a Ctrl-C at any moment leaves
+        nothing behind (``discard`` removes what exists of it).
+        """
         target = Path(target)
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{target.name}.", suffix=f".partial{target.suffix}", dir=target.parent or Path(".")
-        )
-        try:
-            os.fchmod(fd, 0o666 & ~_umask())  # what open() would have given the target
-        finally:
-            os.close(fd)
-        self._pending.append((Path(tmp), target))
-        return Path(tmp)
+        directory = target.parent or Path(".")
+        for _ in range(100):
+            tmp = directory / f".{target.name}.{secrets.token_hex(4)}.partial{target.suffix}"
+            self._pending.append((tmp, target))
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            except FileExistsError:
+                self._pending.pop()  # somebody else's: never remove it
+                continue
+            os.close(fd)  # created with 0o666 & ~umask, what open() would give the target
+            return tmp
+        raise FileExistsError(f"{directory}: no free temporary name for {target.name}")
 
     @property
     def targets(self) -> list[Path]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wrtfd.format.export import column_names, export_leaves
+from wrtfd.format.columns import column_names, export_leaves
 from wrtfd.format.schema import Leaf, Schema, StructDef
 
 __all__ = ["Channel", "fill_dropped_ticks", "hold_non_finite", "numeric_channels", "source_of"]

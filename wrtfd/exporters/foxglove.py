@@ -22,17 +22,19 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from math import isfinite
 from typing import Any
 
 import numpy as np
 
 from wrtfd.exporters.channels import source_of
-from wrtfd.format.export import column_names, export_leaves
+from wrtfd.format.columns import column_names, export_leaves
 from wrtfd.format.schema import Leaf, Schema
 
 __all__ = [
     "LOCATION_FIX_SCHEMA",
     "LOG_SCHEMA",
+    "LOG_SCHEMA_BYTES",
     "LOG_TOPIC",
     "FoxgloveEncoder",
     "LogLevel",
@@ -119,6 +121,9 @@ LOG_SCHEMA: dict[str, Any] = {
     "required": ["timestamp", "level", "message", "name", "file", "line"],
 }
 
+#: LOG_SCHEMA as a channel's schema data.
+LOG_SCHEMA_BYTES = json.dumps(LOG_SCHEMA, separators=(",", ":")).encode()
+
 #: Field pairs that are GPS degrees (latitude, longitude, altitude or None).
 GPS_FIELDS: tuple[tuple[str, str, str | None], ...] = (
     ("lat_deg", "lon_deg", "alt_msl_m"),
@@ -187,6 +192,10 @@ class Topic:
         return json.dumps(self.schema, separators=(",", ":")).encode()
 
 
+#: Below this many frames, float columns are checked value by value instead of with numpy.
+_FEW = 16
+
+
 def _json_columns(frames: np.ndarray, leaves: Sequence[Leaf]) -> list[list[Any]]:
     """Per leaf, the chunk's values as JSON text (ints may stay ints: ``%s`` prints them)."""
     out: list[list[Any]] = []
@@ -198,6 +207,9 @@ def _json_columns(frames: np.ndarray, leaves: Sequence[Leaf]) -> list[list[Any]]
             raw = np.ascontiguousarray(col).view(f"S{col.shape[-1]}").reshape(len(col))
             out.append([json.dumps(b.decode("utf-8", "replace")) for b in raw])
         elif lf.kind in ("float32", "float64"):
+            if len(col) <= _FEW:  # a live server's few frames: numpy's per-call cost would dominate
+                out.append([repr(v) if isfinite(v) else "null" for v in col.tolist()])
+                continue
             ok = np.isfinite(col)
             if ok.all():
                 out.append([repr(v) for v in col.tolist()])
@@ -218,6 +230,8 @@ class FoxgloveEncoder:
 
     schema: Schema
     topics: list[Topic] = field(init=False)
+    #: Per topic, its message template (built once: a live server encodes a few frames at a time).
+    _templates: dict[str, str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         leaves = export_leaves(self.schema)
@@ -253,6 +267,7 @@ class FoxgloveEncoder:
                 self.topics.append(
                     Topic(f"{topic}/fix", "foxglove.LocationFix", LOCATION_FIX_SCHEMA, src, gps=gps)
                 )
+        self._templates = {t.topic: t.template for t in self.topics if t.gps is None}
 
     def _gps_fields(self, src: str | None, names: set[str]) -> tuple[str, str, str | None] | None:
         for lat, lon, alt in GPS_FIELDS:
@@ -265,21 +280,29 @@ class FoxgloveEncoder:
         return frames if src is None else frames[src]
 
     def encode(
-        self, frames: np.ndarray, times_us: np.ndarray, session: int
+        self,
+        frames: np.ndarray,
+        times_us: np.ndarray,
+        session: int,
+        topics: Sequence[Topic] | None = None,
     ) -> Iterator[tuple[Topic, int, bytes]]:
-        """``(topic, log_time_ns, JSON message)`` for each topic of each frame, frame by frame."""
+        """``(topic, log_time_ns, JSON message)`` for each topic of each frame, frame by frame.
+
+        ``topics``: only these (of :attr:`topics`, in their order), e.g. those a viewer subscribed to.
+        """
         n = len(frames)
-        if n == 0:
+        chosen = self.topics if topics is None else [t for t in self.topics if t in topics]
+        if n == 0 or not chosen:
             return
         times_ns = (np.asarray(times_us, dtype=np.int64) * 1000).tolist()
         ticks = frames["tick"].tolist()
         per_topic: list[list[bytes | None]] = []
         dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-        for t in self.topics:
+        for t in chosen:
             if t.gps is not None:
                 per_topic.append(self._fixes(t, frames, times_ns, dumps))
                 continue
-            tmpl = t.template
+            tmpl = self._templates[t.topic]
             cols = _json_columns(frames, t.leaves)
             msgs: list[bytes | None] = [
                 (tmpl % (session, tick, *row)).encode()
@@ -287,7 +310,7 @@ class FoxgloveEncoder:
             ]
             per_topic.append(msgs)
         for i in range(n):
-            for t, msgs in zip(self.topics, per_topic, strict=True):
+            for t, msgs in zip(chosen, per_topic, strict=True):
                 m = msgs[i]
                 if m is not None:
                     yield t, times_ns[i], m

@@ -8,7 +8,6 @@ per source, GPS as ``foxglove.LocationFix``); sessions and laps are ``foxglove.L
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,7 +15,13 @@ import numpy as np
 
 from wrtfd import __version__
 from wrtfd.errors import TrackError
-from wrtfd.exporters.foxglove import LOG_SCHEMA, LOG_TOPIC, FoxgloveEncoder, LogLevel, log_message
+from wrtfd.exporters.foxglove import (
+    LOG_SCHEMA_BYTES,
+    LOG_TOPIC,
+    FoxgloveEncoder,
+    LogLevel,
+    log_message,
+)
 from wrtfd.exporters.summary import ExportSummary, FramesProgress
 from wrtfd.format.export import export_frames, frame_chunks, select_sessions
 from wrtfd.format.reader import Reader, ticks_to_time_us
@@ -28,7 +33,6 @@ from wrtfd.tracks.model import Track
 __all__ = ["export_mcap"]
 
 _CHUNK = 4096
-LOG_SCHEMA_BYTES = json.dumps(LOG_SCHEMA, separators=(",", ":")).encode()
 
 
 def export_mcap(
