@@ -67,8 +67,18 @@ import anyio
 import numpy as np
 
 from wrtfd.decoders.base import Sample
-from wrtfd.recorder.observe import LiveFrames, ObserverHub, SessionEnded, SessionStarted
-from wrtfd.recorder.recorder import BeginOp, EndOp, FramesOp, Op, Recorder, RecorderPolicy, SourceSpec
+from wrtfd.recorder.observe import LiveFrames, MarkerAdded, ObserverHub, SessionEnded, SessionStarted
+from wrtfd.recorder.recorder import (
+    BeginOp,
+    EndOp,
+    FramesOp,
+    Op,
+    Recorder,
+    RecorderPolicy,
+    SourceSpec,
+    TriggerPolicy,
+)
+from wrtfd.recorder.files import join_records
 from wrtfd.sources.base import SinkFull
 
 __all__ = ["LiveRecorder"]
@@ -95,8 +105,11 @@ class LiveRecorder:
         on_batch: Callable[[Recorder, bool], None] | None = None,
         hub: ObserverHub | None = None,
         group: str = "",
+        trigger: TriggerPolicy | None = None,
     ) -> None:
-        self.recorder = Recorder(sources, policy, derived, metadata=metadata, clock=lambda: clock_ns() / 1e9)
+        self.recorder = Recorder(
+            sources, policy, derived, metadata=metadata, clock=lambda: clock_ns() / 1e9, trigger=trigger
+        )
         self.policy = policy
         self._intake: deque[Sample] = deque()
         self._capacity = max(1, intake_capacity)
@@ -139,6 +152,9 @@ class LiveRecorder:
         if hub is not None:
             self.recorder.sink.on_event = hub.publish
             self.recorder.sink.group = group
+            # Live frames go out before the trigger gate: the page shows a triggered group's
+            # channels while it waits for its trigger.
+            self.recorder.on_frames = self._publish_frames
         # The session being published to the hub: tick-0 wall time, frames, first/last tick.
         self._pub_start_us = 0
         self._pub_frames = 0
@@ -162,6 +178,12 @@ class LiveRecorder:
     def request_new_session(self) -> None:
         """End the current session at the next frame (SIGHUP)."""
         self.recorder.request_new_session()
+
+    def mark(self, note: str = "", *, wall_us: int | None = None) -> int | None:
+        """A marker at this moment (on the event loop: the engine's thread). Returns its session
+        tick, or None when no session is in progress (nothing is being recorded to mark)."""
+        wall = time.time_ns() // 1000 if wall_us is None else wall_us
+        return self.recorder.mark(self._clock_ns(), wall, note)
 
     async def stop(self) -> None:
         """Finish the session, write the footers, close the file; returns when done."""
@@ -238,6 +260,9 @@ class LiveRecorder:
             "progress": self.progress + self._writes,
             "derived_errors": rec.derived_errors,
             "derived": rec.session_summaries(),
+            "markers": rec.markers.placed,
+            "markers_dropped": rec.markers.dropped,
+            "trigger": {"record": "continuous"} if rec.gate is None else rec.gate.stats(),
             "per_source": {name: c.as_dict() for name, c in counters.items()},
         }
 
@@ -279,8 +304,18 @@ class LiveRecorder:
             self._rate_frames = 0
             self._rate_t = now
 
+    def _publish_frames(self, frames: np.ndarray, start_us: int) -> None:
+        """Every frame block the engine made (before any trigger gate), to the observers."""
+        hub = self.hub
+        if hub is None or not hub.wants_frames or len(frames) == 0:
+            return
+        rate = self.policy.rate_hz
+        ticks = frames["tick"]
+        times = start_us + (ticks.astype(np.int64) * 1_000_000 + rate // 2) // rate
+        hub.publish(LiveFrames(self.group, self.recorder.schema, join_records([frames]), times))
+
     def _publish(self, hub: ObserverHub, ops: list[Op]) -> None:
-        """Tell the observers what the engine just produced (before it reaches the disk)."""
+        """Tell the observers what goes to the files (sessions, markers), before it reaches the disk."""
         rate = self.policy.rate_hz
         for op in ops:
             if isinstance(op, FramesOp):
@@ -291,10 +326,8 @@ class LiveRecorder:
                     self._pub_first = int(ticks[0])
                 self._pub_last = int(ticks[-1])
                 self._pub_frames += len(ticks)
-                if hub.wants_frames:
-                    frames = op.frames.copy()
-                    times = self._pub_start_us + (ticks.astype(np.int64) * 1_000_000 + rate // 2) // rate
-                    hub.publish(LiveFrames(self.group, self.recorder.schema, frames, times))
+                for m in op.marks:
+                    hub.publish(MarkerAdded(self.group, m.tick, m.wall_us, m.note))
             elif isinstance(op, BeginOp):
                 self._pub_start_us = op.start_us
                 self._pub_frames, self._pub_first, self._pub_last = 0, None, None

@@ -31,6 +31,9 @@ from wrtfd.errors import ConfigError, SchemaError
 from wrtfd.format import Schema
 from wrtfd.recorder.compose import END_REASONS, FOOTER_SOURCE_COUNTERS, TEXT_BYTES, compose_definition
 from wrtfd.recorder.files import DEFAULT_TEMPLATE, FileSink, check_template, join_records
+from wrtfd.recorder.markers import MarkerStamper
+from wrtfd.recorder.ops import BeginOp, EndOp, FramesOp, Op
+from wrtfd.recorder.trigger import TriggerGate, TriggerPolicy
 from wrtfd.scheduler import (
     FrameBlock,
     MergePolicy,
@@ -42,7 +45,17 @@ from wrtfd.scheduler import (
     TickScheduler,
 )
 
-__all__ = ["BeginOp", "EndOp", "FramesOp", "Op", "Recorder", "RecorderPolicy", "SourceSpec", "replay"]
+__all__ = [
+    "BeginOp",
+    "EndOp",
+    "FramesOp",
+    "Op",
+    "Recorder",
+    "RecorderPolicy",
+    "SourceSpec",
+    "TriggerPolicy",
+    "replay",
+]
 
 _INFO_KEYS = ("track", "car", "session_type")
 
@@ -110,24 +123,6 @@ class RecorderPolicy:
         check_template(self.file_template)
 
 
-@dataclass(frozen=True, slots=True)
-class BeginOp:
-    header: Mapping[str, Any]
-    start_us: int
-
-
-@dataclass(frozen=True, slots=True)
-class FramesOp:
-    frames: np.ndarray
-    summary: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class EndOp:
-    footer: Mapping[str, Any]
-
-
-Op = BeginOp | FramesOp | EndOp
 
 
 def _text(value: object) -> str:
@@ -152,6 +147,7 @@ class Recorder:
         origin: tuple[int, int] | None = None,
         flush_each_batch: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        trigger: TriggerPolicy | None = None,
     ) -> None:
         policy.check()
         self.policy = policy
@@ -201,6 +197,20 @@ class Recorder:
         self.derived_errors = 0
         self.frames_out = 0
         self.dropped_ticks = 0
+        #: Markers asked for and written into the frames (see :meth:`mark`).
+        self.markers = MarkerStamper()
+        self._session_start_ns: int | None = None
+        #: ``record = "triggered"``: the gate between these operations and the sink.
+        self.gate = (
+            None
+            if trigger is None
+            else TriggerGate(
+                trigger, rate_hz=policy.rate_hz, frame_dtype=self.schema.frame_dtype, summaries=self._summaries
+            )
+        )
+        #: Told of every frame block before the gate (live views); ``(frames, session tick-0 us)``.
+        self.on_frames: Callable[[np.ndarray, int], None] | None = None
+        self._live_start_us = 0
 
     # -- engine (no I/O) -------------------------------------------------------------------------
 
@@ -229,6 +239,16 @@ class Recorder:
 
     def request_new_session(self) -> None:
         self.scheduler.request_new_session("request")
+
+    def mark(self, now_ns: int, wall_us: int, note: str = "") -> int | None:
+        """Ask for a marker at the tick of ``now_ns`` (the engine's clock) in the session in
+        progress; it is written into the frames from that tick on. Returns the tick, or None when
+        no session is in progress (nothing to mark) or too many markers wait."""
+        start = self._session_start_ns
+        if start is None or not self.scheduler.in_session:
+            return None
+        tick = max(0, (now_ns - start) * self.policy.rate_hz // 1_000_000_000)
+        return tick if self.markers.request(tick, wall_us, note) else None
 
     def _header(self, ev: SessionStarted) -> dict[str, Any]:
         header: dict[str, Any] = {"start_reason": ev.reason}
@@ -273,20 +293,28 @@ class Recorder:
                 frames = ev.frames
                 if self.derived:
                     self._derive(frames)
+                marks = self.markers.stamp(frames)
                 self.frames_out += len(frames)
                 self.dropped_ticks += ev.dropped_ticks
-                ops.append(FramesOp(frames, None))
+                if self.on_frames is not None:
+                    self.on_frames(frames, self._live_start_us)
+                ops.append(FramesOp(frames, None, tuple(marks)))
             elif isinstance(ev, SessionStarted):
                 self.sessions_started += 1
+                self.markers.reset()
+                self._session_start_ns = ev.start_ns
                 for d in self.derived:
                     try:
                         d.start_session()
                     except Exception:  # a plug-in's bug must not stop the recording
                         self.derived_errors += 1
-                ops.append(BeginOp(self._header(ev), self.wall_us(ev.start_ns)))
+                self._live_start_us = self.wall_us(ev.start_ns)
+                ops.append(BeginOp(self._header(ev), self._live_start_us))
             else:
+                self.markers.reset()
+                self._session_start_ns = None
                 ops.append(EndOp(self._footer(ev)))
-        return ops
+        return ops if self.gate is None else self.gate.feed(ops)
 
     def _derive(self, frames: np.ndarray) -> None:
         ticks = frames["tick"]
@@ -349,11 +377,15 @@ def replay(
     metadata: Mapping[str, str] | None = None,
     derived: Sequence[Any] = (),
     batch_frames: int = 8192,
+    marks: Sequence[tuple[int, str]] = (),
+    trigger: TriggerPolicy | None = None,
 ) -> list[Path]:
     """Record ``samples`` (in receive order) as the daemon would; returns the files written.
 
     Driven by the samples' ``rx_ns`` only: the same samples and ``start_timestamp_us`` give the
     same bytes. ``start_timestamp_us`` is the wall-clock time of the first sample's ``rx_ns``.
+    ``marks`` are markers ``(rx_ns, note)`` asked for at those times (as ``POST /api/mark``
+    would be); ``trigger`` records as a ``record = "triggered"`` group does.
 
     :raises ConfigError: a bad policy or definition, or a start too close to 0 for the tick grid.
     """
@@ -363,13 +395,18 @@ def replay(
             f"start_timestamp_us must be at least {half_tick_us} at {policy.rate_hz} Hz "
             "(tick 0 starts half a tick before the first sample)"
         )
-    rec = Recorder(sources, policy, derived, metadata=metadata, flush_each_batch=False)
+    rec = Recorder(sources, policy, derived, metadata=metadata, flush_each_batch=False, trigger=trigger)
     pending: list[Op] = []
     queued = 0
+    todo = sorted(marks)
     try:
         for i, sample in enumerate(samples):
             if rec._origin is None:
                 rec.set_origin(sample.rx_ns, start_timestamp_us)
+            while todo and todo[0][0] <= sample.rx_ns:
+                mark_ns, note = todo.pop(0)
+                pending.extend(rec.advance(mark_ns, flush=True))
+                rec.mark(mark_ns, rec.wall_us(mark_ns), note)
             ops = rec.advance(sample.rx_ns, flush=i % 1024 == 1023)
             if ops:
                 pending.extend(ops)
