@@ -24,8 +24,18 @@ S = 1_000_000_000
 
 
 def test_markers_land_at_their_tick_even_back_to_back(out_dir: Path) -> None:
-    marks = [(T0_NS + 10 * S, "first"), (T0_NS + 10 * S + 1_000_000, "second, 1 ms later"), (T0_NS + 25 * S, "")]
-    (path,) = replay(game_stream(40 * 60), [GAME], RecorderPolicy(output_dir=out_dir), start_timestamp_us=START_US, marks=marks)
+    marks = [
+        (T0_NS + 10 * S, "first"),
+        (T0_NS + 10 * S + 1_000_000, "second, 1 ms later"),
+        (T0_NS + 25 * S, ""),
+    ]
+    (path,) = replay(
+        game_stream(40 * 60),
+        [GAME],
+        RecorderPolicy(output_dir=out_dir),
+        start_timestamp_us=START_US,
+        marks=marks,
+    )
     assert validate_file(path) == []
     with Reader(path) as r:
         found = read_markers(r, 0)

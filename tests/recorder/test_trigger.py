@@ -59,11 +59,15 @@ TRIGGER, END_TRIGGER = 7, 9  # START_REASONS / END_REASONS index of "trigger" (c
 
 
 @pytest.mark.parametrize("step_samples", [6, None], ids=["live-sized-blocks", "replay-blocks"])
-def test_trigger_at_20s_writes_from_5s_before_without_gap_or_duplicate(out_dir: Path, step_samples: int | None) -> None:
+def test_trigger_at_20s_writes_from_5s_before_without_gap_or_duplicate(
+    out_dir: Path, step_samples: int | None
+) -> None:
     samples = speed_stream(60, (20.0, 25.0))
     policy = TriggerPolicy(pre_s=5, post_s=3, condition="speed > 5", on_marker=False, on_session=False)
     if step_samples is None:
-        paths = replay(samples, [GAME], RecorderPolicy(output_dir=out_dir), start_timestamp_us=START_US, trigger=policy)
+        paths = replay(
+            samples, [GAME], RecorderPolicy(output_dir=out_dir), start_timestamp_us=START_US, trigger=policy
+        )
     else:
         paths = drive(samples, policy, out_dir, every=step_samples)
     assert len(paths) == 1 and validate_file(paths[0]) == []
@@ -95,7 +99,12 @@ def drive(samples: list[Sample], policy: TriggerPolicy, out_dir: Path, *, every:
 def test_nothing_is_written_without_a_trigger(out_dir: Path) -> None:
     samples = speed_stream(30, None)
     policy = TriggerPolicy(pre_s=5, post_s=3, condition="speed > 5")
-    assert replay(samples, [GAME], RecorderPolicy(output_dir=out_dir), start_timestamp_us=START_US, trigger=policy) == []
+    assert (
+        replay(
+            samples, [GAME], RecorderPolicy(output_dir=out_dir), start_timestamp_us=START_US, trigger=policy
+        )
+        == []
+    )
     assert list(out_dir.iterdir()) == []
 
 
@@ -105,7 +114,9 @@ def test_two_triggers_give_two_sessions_that_never_share_a_frame(out_dir: Path) 
         t = s.values["n"] / RATE
         s.values["speed"] = 10.0 if 20 <= t < 21 or 40 <= t < 41 or 43 <= t < 44 else 0.0
     policy = TriggerPolicy(pre_s=5, post_s=2, condition="speed > 5", on_marker=False, on_session=False)
-    (path,) = replay(samples, [GAME], RecorderPolicy(output_dir=out_dir), start_timestamp_us=START_US, trigger=policy)
+    (path,) = replay(
+        samples, [GAME], RecorderPolicy(output_dir=out_dir), start_timestamp_us=START_US, trigger=policy
+    )
     a, b = sessions(path)
     assert (a["n"][0], a["n"][-1]) == (15 * RATE, 23 * RATE - 1)
     # The second: 5 s before 40 s; the condition again at 43 s keeps it going until 46 s.
@@ -136,7 +147,9 @@ def test_a_marker_triggers_and_is_in_the_file_at_its_tick(out_dir: Path) -> None
 def test_a_game_session_start_triggers(out_dir: Path) -> None:
     samples = game_stream(40 * RATE, new_session_at=20 * RATE)
     policy = TriggerPolicy(pre_s=5, post_s=2, condition=None, on_marker=False, on_session=True)
-    (path,) = replay(samples, [GAME], RecorderPolicy(output_dir=out_dir), start_timestamp_us=START_US, trigger=policy)
+    (path,) = replay(
+        samples, [GAME], RecorderPolicy(output_dir=out_dir), start_timestamp_us=START_US, trigger=policy
+    )
     (s,) = sessions(path)
     # the new session's first frame is the trigger; no pre-trigger frames exist in it yet
     assert s["n"][0] == 20 * RATE and s["n"][-1] == 22 * RATE
@@ -176,7 +189,9 @@ def test_memory_stays_within_the_cap_over_ten_minutes_without_a_trigger(out_dir:
 
 
 def test_stats_report_armed_buffer_then_recording(out_dir: Path) -> None:
-    rec = Recorder([GAME], RecorderPolicy(output_dir=out_dir), trigger=TriggerPolicy(pre_s=2, condition="speed>5"))
+    rec = Recorder(
+        [GAME], RecorderPolicy(output_dir=out_dir), trigger=TriggerPolicy(pre_s=2, condition="speed>5")
+    )
     rec.set_origin(T0_NS, START_US)
     samples = speed_stream(10, (8.0, 9.0))
     for s in samples[: 6 * RATE]:
@@ -192,7 +207,9 @@ def test_stats_report_armed_buffer_then_recording(out_dir: Path) -> None:
     rec.close()
 
 
-DT = np.dtype([("tick", "<u8"), ("game", [("speed", "<f4"), ("gear", "i1"), ("n", "<u4")]), ("gps", [("speed", "<f8")])])
+DT = np.dtype(
+    [("tick", "<u8"), ("game", [("speed", "<f4"), ("gear", "i1"), ("n", "<u4")]), ("gps", [("speed", "<f8")])]
+)
 
 
 def test_conditions_evaluate_per_frame() -> None:

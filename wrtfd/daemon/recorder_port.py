@@ -54,6 +54,7 @@ def build_recorder(
     """
     from wrtfd.recorder import LiveRecorder, RecorderPolicy, SourceSpec
     from wrtfd.recorder.files import DEFAULT_TEMPLATE
+    from wrtfd.recorder.trigger import TriggerPolicy
 
     cfg = loaded.config
     rc = cfg.recorder
@@ -80,6 +81,17 @@ def build_recorder(
         fsync_interval_s=rc.fsync_interval_s,
         metadata=dict(rc.metadata),
     )
+    gc = cfg.group_config(group)
+    trigger = None
+    if gc.record == "triggered":
+        trigger = TriggerPolicy(
+            pre_s=gc.pre_trigger_s,
+            post_s=gc.post_trigger_s,
+            condition=gc.trigger,
+            on_marker=gc.trigger_on_marker,
+            on_session=gc.trigger_on_session,
+            max_buffer_bytes=gc.pre_trigger_max_bytes,
+        )
     environ = os.environ if env is None else env
     fifo = environ.get(WEDGE_ENV)
     if fifo:
@@ -98,6 +110,12 @@ def build_recorder(
             on_batch=wedge_hook(fifo) if fifo else None,
             hub=hub,
             group=group,
+            trigger=trigger,
         )
     except ConfigError as exc:
-        raise ConfigError(f"{loaded.origin}: {exc}") from None
+        where = (
+            f"groups.{group}: "
+            if trigger is not None and str(exc).startswith(("trigger", "pre_", "post_", "a triggered"))
+            else ""
+        )
+        raise ConfigError(f"{loaded.origin}: {where}{exc}") from None

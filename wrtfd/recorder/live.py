@@ -67,6 +67,7 @@ import anyio
 import numpy as np
 
 from wrtfd.decoders.base import Sample
+from wrtfd.recorder.files import join_records
 from wrtfd.recorder.observe import LiveFrames, MarkerAdded, ObserverHub, SessionEnded, SessionStarted
 from wrtfd.recorder.recorder import (
     BeginOp,
@@ -78,7 +79,6 @@ from wrtfd.recorder.recorder import (
     SourceSpec,
     TriggerPolicy,
 )
-from wrtfd.recorder.files import join_records
 from wrtfd.sources.base import SinkFull
 
 __all__ = ["LiveRecorder"]
@@ -157,6 +157,7 @@ class LiveRecorder:
             self.recorder.on_frames = self._publish_frames
         # The session being published to the hub: tick-0 wall time, frames, first/last tick.
         self._pub_start_us = 0
+        self._pub_open = False
         self._pub_frames = 0
         self._pub_first: int | None = None
         self._pub_last: int | None = None
@@ -260,6 +261,9 @@ class LiveRecorder:
             "progress": self.progress + self._writes,
             "derived_errors": rec.derived_errors,
             "derived": rec.session_summaries(),
+            "rate_hz": self.policy.rate_hz,
+            "session_start_us": self._pub_start_us if self._pub_open else None,
+            "laps_live": rec.live_summaries(),
             "markers": rec.markers.placed,
             "markers_dropped": rec.markers.dropped,
             "trigger": {"record": "continuous"} if rec.gate is None else rec.gate.stats(),
@@ -330,10 +334,12 @@ class LiveRecorder:
                     hub.publish(MarkerAdded(self.group, m.tick, m.wall_us, m.note))
             elif isinstance(op, BeginOp):
                 self._pub_start_us = op.start_us
+                self._pub_open = True
                 self._pub_frames, self._pub_first, self._pub_last = 0, None, None
                 reason = str(op.header.get("start_reason", "first"))
                 hub.publish(SessionStarted(self.group, reason, op.start_us))
             elif isinstance(op, EndOp):
+                self._pub_open = False
                 span = (
                     0
                     if self._pub_first is None or self._pub_last is None

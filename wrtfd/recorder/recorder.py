@@ -123,8 +123,6 @@ class RecorderPolicy:
         check_template(self.file_template)
 
 
-
-
 def _text(value: object) -> str:
     """``value`` as text that fits a header text field (cut on a UTF-8 character boundary)."""
     raw = str(value).replace("\0", " ").encode("utf-8", "replace")[:TEXT_BYTES]
@@ -205,7 +203,10 @@ class Recorder:
             None
             if trigger is None
             else TriggerGate(
-                trigger, rate_hz=policy.rate_hz, frame_dtype=self.schema.frame_dtype, summaries=self._summaries
+                trigger,
+                rate_hz=policy.rate_hz,
+                frame_dtype=self.schema.frame_dtype,
+                summaries=self._summaries,
             )
         )
         #: Told of every frame block before the gate (live views); ``(frames, session tick-0 us)``.
@@ -275,6 +276,21 @@ class Recorder:
         """The derived channels' footer values of the session in progress, so far (laps:
         ``lap_count``, ``best_lap_ms``, ...); empty outside a session. For status, not files."""
         return self._summaries() if self.scheduler.in_session else {}
+
+    def live_summaries(self) -> dict[str, Any]:
+        """What derived plug-ins with a ``live()`` method say now (laps: last and best lap with
+        sectors), for the page; empty outside a session. Never part of a file."""
+        out: dict[str, Any] = {}
+        if not self.scheduler.in_session:
+            return out
+        for d in self.derived:
+            live = getattr(d, "live", None)
+            if live is not None:
+                try:
+                    out[d.name] = live()
+                except Exception:  # a plug-in's bug must not stop the recording
+                    self.derived_errors += 1
+        return out
 
     def _summaries(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -78,6 +78,7 @@ def channel_paths(frame_dtype: np.dtype[Any]) -> dict[str, tuple[str, ...]]:
                 walk(sub, path)
             elif sub.shape == () and sub.kind in "biuf":
                 out[".".join(path)] = path
+
     walk(frame_dtype, ())
     out.pop("tick", None)
     return out
@@ -109,7 +110,7 @@ class _Parser:
                 continue
             m = _TOKEN.match(text, i)
             if m is None or m.end() == i:
-                raise ConfigError(f"trigger {text!r}: unexpected {text[i:i + 12]!r} at character {i + 1}")
+                raise ConfigError(f"trigger {text!r}: unexpected {text[i : i + 12]!r} at character {i + 1}")
             kind = m.lastgroup or ""
             value = m.group(kind)
             if kind == "name" and value in _KEYWORDS:
@@ -379,10 +380,7 @@ class TriggerGate:
             self._session_trigger = False
             extra.append(int(frames["tick"][0]))
         if extra:
-            if hot is None:
-                hot = np.zeros(len(frames), dtype=bool)
-            else:
-                hot = hot.copy()
+            hot = np.zeros(len(frames), dtype=bool) if hot is None else hot.copy()
             idx = np.searchsorted(frames["tick"], np.asarray(extra, dtype=np.int64), side="left")
             hot[np.minimum(idx, len(frames) - 1)] = True
         if hot is not None and not hot.any():
@@ -454,7 +452,7 @@ class TriggerGate:
         while buf and self.buffer_bytes > cap:
             old = buf[0]
             excess = self.buffer_bytes - cap
-            if old.nbytes <= excess or len(buf) > 1 and old.nbytes - excess < self._itemsize:
+            if old.nbytes <= excess or (len(buf) > 1 and old.nbytes - excess < self._itemsize):
                 buf.popleft()
                 self.buffer_bytes -= old.nbytes
                 self.frames_trimmed += len(old)

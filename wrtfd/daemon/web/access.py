@@ -35,7 +35,11 @@ __all__ = [
     "AccessPolicy",
     "is_loopback",
     "load_or_create_token",
+    "resolve_token",
 ]
+
+#: Where a generated token is kept, in the recordings' directory.
+TOKEN_FILE = ".wrtfd-web-token"
 
 COOKIE = "wrtfd_auth"
 CSRF_HEADER = "x-wrtfd-csrf"
@@ -79,6 +83,21 @@ def load_or_create_token(path: Path) -> str:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot write the web token: {exc.strerror or exc}") from None
     return token
+
+
+def resolve_token(
+    configured: str | None, bind_host: str, output_dir: Path, *, create: bool = True
+) -> str | None:
+    """The token changes need: ``[web] token``, else (off loopback) the generated one kept in
+    ``output_dir/.wrtfd-web-token`` (created when ``create``); None on loopback without one."""
+    if configured:
+        return configured
+    if is_loopback(bind_host):
+        return None
+    path = output_dir / TOKEN_FILE
+    if not create and not path.exists():
+        return None
+    return load_or_create_token(path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,4 +191,8 @@ class AccessPolicy:
         if origin is None:
             return True
         parts = urlsplit(origin)
-        return parts.scheme == "http" and bool(host_header) and parts.netloc.lower() == (host_header or "").lower()
+        return (
+            parts.scheme == "http"
+            and bool(host_header)
+            and parts.netloc.lower() == (host_header or "").lower()
+        )

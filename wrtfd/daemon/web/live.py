@@ -85,7 +85,9 @@ def _pedal_scale(leaf: Leaf) -> float | None:
 
 def pick_channels(schema: Schema, wanted: Sequence[str]) -> list[ChannelPick]:
     """The frame leaves for ``wanted`` (roles such as ``speed``, or exact ``source.channel``)."""
-    leaves = [lf for lf in schema.frame_leaves if lf.kind not in ("text",) and lf.path and lf.path[0] != "tick"]
+    leaves = [
+        lf for lf in schema.frame_leaves if lf.kind not in ("text",) and lf.path and lf.path[0] != "tick"
+    ]
     by_name = {".".join(str(p) for p in lf.path): lf for lf in leaves}
     picks: list[ChannelPick] = []
     for role in wanted:
@@ -161,7 +163,10 @@ class _GroupLive:
         return stale
 
     def channels(self) -> list[dict[str, Any]]:
-        return [{"role": p.role, "name": p.name, "unit": p.unit, "scaled": p.scale is not None} for p in self.picks]
+        return [
+            {"role": p.role, "name": p.name, "unit": p.unit, "scaled": p.scale is not None}
+            for p in self.picks
+        ]
 
 
 def _column(frames: np.ndarray, path: tuple[str | int, ...]) -> np.ndarray:
@@ -230,6 +235,7 @@ class LiveView:
             self.events.append(_event_dict(self._new_events.popleft()))
         return {
             "groups": {name: g.take() for name, g in self.groups.items()},
+            "channels": self.channels(),
             "events": list(self.events),
         }
 
@@ -295,11 +301,15 @@ def alerts(snap: Mapping[str, Any]) -> list[dict[str, str]]:
         if age is not None and float(age) > limit and float(age) < uptime + 1:
             out.append({"level": "warning", "text": f"source {name} silent for {float(age):.0f} s"})
         if src.get("state") == "failed":
-            out.append({"level": "warning", "text": f"source {name} failed: {src.get('error') or 'see the log'}"})
+            out.append(
+                {"level": "warning", "text": f"source {name} failed: {src.get('error') or 'see the log'}"}
+            )
     groups = (snap.get("recorder") or {}).get("groups") or {}
     for name, g in groups.items():
         if g.get("state") in ("failing", "stalled"):
-            out.append({"level": "error", "text": f"recorder {name} {g['state']}: {g.get('error') or ''}".strip()})
+            out.append(
+                {"level": "error", "text": f"recorder {name} {g['state']}: {g.get('error') or ''}".strip()}
+            )
     disk = snap.get("disk") or {}
     free, minimum = disk.get("free_bytes"), disk.get("min_free_bytes") or 0
     if isinstance(free, int) and minimum <= free < DISK_WARN_FACTOR * minimum:

@@ -56,7 +56,8 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (
         b"content-security-policy",
         b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        b"connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        b"connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; "
+        b"frame-ancestors 'none'",
     ),
 )
 
@@ -100,7 +101,9 @@ class Guard:
         host = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"host"), None)
         if not self.policy.host_allowed(host):
             self._refuse("bad_host")
-            await _plain(send, 400, "Host must be an IP address, localhost or a name in [web] allowed_hosts\n")
+            await _plain(
+                send, 400, "Host must be an IP address, localhost or a name in [web] allowed_hosts\n"
+            )
             return
         streaming = scope["path"] == "/api/events"
         if not streaming and self.active >= self.max_requests:
@@ -112,8 +115,11 @@ class Guard:
         async def guarded_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = [h for h in message.get("headers", ()) if h[0].lower() != b"connection"]
-                headers.extend(SECURITY_HEADERS if not any(h[0] == b"cache-control" for h in headers) else
-                               SECURITY_HEADERS[1:])
+                headers.extend(
+                    SECURITY_HEADERS
+                    if not any(h[0] == b"cache-control" for h in headers)
+                    else SECURITY_HEADERS[1:]
+                )
                 if not streaming:
                     headers.append((b"connection", b"close"))
                 message = {**message, "headers": headers}
@@ -199,7 +205,9 @@ class _Handlers:
     async def metrics(self, request: Request) -> Response:
         if not self.access(request).read:
             return self._no_read()
-        return Response(render_metrics(self.actions.snapshot()), media_type="text/plain; version=0.0.4; charset=utf-8")
+        return Response(
+            render_metrics(self.actions.snapshot()), media_type="text/plain; version=0.0.4; charset=utf-8"
+        )
 
     async def healthz(self, request: Request) -> Response:
         if not self.access(request).read:
@@ -240,7 +248,9 @@ class _Handlers:
             finally:
                 broadcaster.unsubscribe(sub)
 
-        return StreamingResponse(stream(), media_type="text/event-stream", headers={"cache-control": "no-store"})
+        return StreamingResponse(
+            stream(), media_type="text/event-stream", headers={"cache-control": "no-store"}
+        )
 
     # -- actions -------------------------------------------------------------------------------
 
@@ -249,7 +259,10 @@ class _Handlers:
             return JSONResponse({"error": "cross-origin request refused"}, 403)
         acc = self.access(request)
         if not acc.write:
-            return JSONResponse({"error": acc.reason}, 401 if not acc.read or self.policy.lan and not acc.authenticated else 403)
+            return JSONResponse(
+                {"error": acc.reason},
+                401 if not acc.read or (self.policy.lan and not acc.authenticated) else 403,
+            )
         return None
 
     async def mark(self, request: Request) -> Response:
@@ -264,9 +277,9 @@ class _Handlers:
             try:
                 data = json.loads(body)
             except (UnicodeDecodeError, json.JSONDecodeError):
-                return JSONResponse({"error": "body must be JSON: {\"note\": \"...\"}"}, 400)
+                return JSONResponse({"error": 'body must be JSON: {"note": "..."}'}, 400)
             if not isinstance(data, dict) or not isinstance(data.get("note", ""), str):
-                return JSONResponse({"error": "body must be JSON: {\"note\": \"...\"}"}, 400)
+                return JSONResponse({"error": 'body must be JSON: {"note": "..."}'}, 400)
             note = data.get("note", "")
         wall_us = time.time_ns() // 1000
         marked = dict(self.actions.mark(note))
@@ -317,11 +330,11 @@ def build_app(
         Route("/status", h.status, methods=["GET"]),
         Route("/metrics", h.metrics, methods=["GET"]),
         Route("/healthz", h.healthz, methods=["GET"]),
-        Route("/api/mark", h.mark, methods=["POST"]),
-        Route("/api/session", h.new_session, methods=["POST"]),
     ]
     if broadcaster is not None:
         routes += [
+            Route("/api/mark", h.mark, methods=["POST"]),
+            Route("/api/session", h.new_session, methods=["POST"]),
             Route("/", h.index, methods=["GET"]),
             Route("/static/{name}", h.static_file, methods=["GET"]),
             Route("/api/events", h.events, methods=["GET"]),

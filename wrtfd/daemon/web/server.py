@@ -15,9 +15,10 @@ once, counted in :attr:`StatusServer.refused_connections`.
 from __future__ import annotations
 
 import logging
+import secrets
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.abc
@@ -29,7 +30,7 @@ from wrtfd.daemon.web.access import AccessPolicy
 from wrtfd.daemon.web.live import Broadcaster
 from wrtfd.daemon.web.routes import Actions, Guard, build_app
 
-__all__ = ["MAX_HEAD_BYTES", "CappedListener", "StatusServer", "WebLimits"]
+__all__ = ["MAX_HEAD_BYTES", "CappedListener", "StatusServer", "WebLimits", "web_server"]
 
 log = logging.getLogger("wrtfd.web")
 
@@ -191,7 +192,8 @@ class StatusServer:
         if listener is None:
             raise RuntimeError("serve_until_bound() first")
         try:
-            await hypercorn_serve(self.app, self._config(listener), shutdown_trigger=self._shutdown.wait)
+            app = cast(Any, self.app)  # an ASGI 3 app; hypercorn's typing wants its own scope types
+            await hypercorn_serve(app, self._config(listener), shutdown_trigger=self._shutdown.wait)
         finally:
             self._stopped.set()
             listener.close()
@@ -216,3 +218,47 @@ class _ReadOnly:
 
     def new_session(self) -> None:
         return None
+
+
+def web_server(daemon: Any, config: Any, token: str | None) -> StatusServer:
+    """The daemon's server from its config (``[status]`` where, ``[web]`` what and for whom).
+
+    ``daemon`` offers ``snapshot``, ``mark``, ``new_session`` and ``output_dir``; ``token`` is
+    ``[web] token`` or None (then a generated one is used off loopback, and logged).
+    """
+    from wrtfd.daemon.web.access import TOKEN_FILE, resolve_token
+    from wrtfd.daemon.web.live import LiveView
+
+    st, web = config.status, config.web
+    resolved = resolve_token(token or web.token, st.host, daemon.output_dir) if web.enabled else None
+    if resolved is not None and not (token or web.token):
+        log.warning(
+            "web: listening on %s; changes (mark, new session) need the token %s (kept in %s)."
+            " Open the page once as http://HOST:%d/?token=%s",
+            st.host,
+            resolved,
+            daemon.output_dir / TOKEN_FILE,
+            st.port,
+            resolved,
+        )
+    if web.enabled:
+        policy = AccessPolicy.build(
+            st.host, resolved, public_read=web.public_read, allowed_hosts=web.allowed_hosts
+        )
+    else:  # status endpoints only, as they always were: readable by whoever reaches them
+        policy = AccessPolicy(st.host, None, secrets.token_urlsafe(24), public_read=True)
+    broadcaster = None
+    if web.enabled:
+        broadcaster = Broadcaster(
+            LiveView(web.channels), daemon.snapshot, push_hz=web.push_hz, max_subscribers=web.max_pages
+        )
+    limits = WebLimits(max_connections=web.max_connections)
+    return StatusServer(
+        st.host,
+        st.port,
+        daemon.snapshot,
+        policy=policy,
+        actions=daemon,
+        broadcaster=broadcaster,
+        limits=limits,
+    )

@@ -166,7 +166,7 @@ function renderGroups(u) {
     const lv = live[name] || {};
     const vals = lv.values || {};
     const units = {};
-    for (const ch of (g.channels || [])) units[ch.role] = ch.unit;
+    for (const ch of ((u.live || {}).channels || {})[name] || []) units[ch.role] = ch.unit;
     channels[name] = units;
     const gauges = card.querySelector(".gauges");
     const [sv, su] = speedDisplay(vals.speed, units.speed);
