@@ -18,6 +18,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from wrtfd.errors import FormatError
+from wrtfd.format.markers import session_marker_rows
 from wrtfd.format.reader import Reader, ticks_to_time_us
 from wrtfd.format.schema import EnumDef, FieldDef, Schema, StructDef
 from wrtfd.format.writer import Writer
@@ -294,6 +295,7 @@ def session_object(reader: Reader, codec: JsonCodec, i: int) -> dict[str, Any]:
         "footer": footer,
         "frames": s.frame_count,
         "last_tick": s.last_tick,
+        "markers": session_marker_rows(reader, i),
     }
 
 

@@ -26,7 +26,6 @@ Pure numpy; any WRTF reader sees three plain fields.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +44,7 @@ __all__ = [
     "marker_type_definition",
     "markers_in",
     "read_markers",
+    "session_marker_rows",
 ]
 
 #: Frame field and custom type of the marker struct.
@@ -175,7 +175,12 @@ def read_markers(reader: Any, session: int) -> list[Marker]:
     return markers_in(reader.frames(session))
 
 
-def marker_rows(markers: list[Marker], time_base_us: int, rate_hz: int) -> list[Mapping[str, Any]]:
+def session_marker_rows(reader: Any, session: int) -> list[dict[str, Any]]:
+    """The markers of a session as plain dicts (JSON output of ``info``, ``dump``, ``laps``)."""
+    return marker_rows(read_markers(reader, session), reader.sessions[session].time_base_us, reader.rate_hz)
+
+
+def marker_rows(markers: list[Marker], time_base_us: int, rate_hz: int) -> list[dict[str, Any]]:
     """Plain dicts for JSON output: tick, frame time (N9), wall time and note."""
     return [
         {

@@ -254,6 +254,12 @@ class _Handlers:
 
     # -- actions -------------------------------------------------------------------------------
 
+    async def csrf(self, request: Request) -> Response:
+        """The CSRF token, for a program on this machine (``wrtfd mark``); same rules as reading."""
+        if not self.access(request).read:
+            return self._no_read()
+        return JSONResponse({"csrf": self.policy.csrf})
+
     async def _write_allowed(self, request: Request) -> Response | None:
         if not self.policy.origin_allowed(request.headers.get("origin"), request.headers.get("host")):
             return JSONResponse({"error": "cross-origin request refused"}, 403)
@@ -334,6 +340,7 @@ def build_app(
     if broadcaster is not None:
         routes += [
             Route("/api/mark", h.mark, methods=["POST"]),
+            Route("/api/csrf", h.csrf, methods=["GET"]),
             Route("/api/session", h.new_session, methods=["POST"]),
             Route("/", h.index, methods=["GET"]),
             Route("/static/{name}", h.static_file, methods=["GET"]),

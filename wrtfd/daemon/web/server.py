@@ -14,6 +14,7 @@ once, counted in :attr:`StatusServer.refused_connections`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import socket
@@ -188,13 +189,28 @@ class StatusServer:
         return config
 
     async def serve_forever(self) -> None:
+        """Serve until :meth:`aclose` or cancellation (which shuts the server down gracefully).
+
+        hypercorn runs in an asyncio task of its own: its ``asyncio.TaskGroup`` cancels and
+        uncancels its parent task on shutdown, which must not be an anyio task (anyio would take
+        the leftover cancellation for its own and cancel the daemon's task group).
+        """
         listener = self._listener
         if listener is None:
             raise RuntimeError("serve_until_bound() first")
+        app = cast(Any, self.app)  # an ASGI 3 app; hypercorn's typing wants its own scope types
+        task = asyncio.get_running_loop().create_task(
+            hypercorn_serve(app, self._config(listener), shutdown_trigger=self._shutdown.wait)
+        )
         try:
-            app = cast(Any, self.app)  # an ASGI 3 app; hypercorn's typing wants its own scope types
-            await hypercorn_serve(app, self._config(listener), shutdown_trigger=self._shutdown.wait)
+            await asyncio.shield(task)
         finally:
+            if not task.done():
+                self._shutdown.set()
+                with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
+                    await asyncio.wait([task])
+                if not task.done():
+                    task.cancel()
             self._stopped.set()
             listener.close()
 
