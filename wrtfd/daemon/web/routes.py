@@ -76,10 +76,13 @@ class Actions(Protocol):
 class Guard:
     """The ASGI wrapper every request passes (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, policy: AccessPolicy, *, max_requests: int = 32) -> None:
+    def __init__(
+        self, app: ASGIApp, policy: AccessPolicy, *, max_requests: int = 32, max_head_bytes: int = 8192
+    ) -> None:
         self.app = app
         self.policy = policy
         self.max_requests = max_requests
+        self.max_head_bytes = max_head_bytes
         self.active = 0
         self.refused: dict[str, int] = {}
         #: The route handlers (their counters are in the server's stats).
@@ -94,11 +97,19 @@ class Guard:
                 await self.app(scope, receive, send)
             return
         raw = scope.get("raw_path") or b""
+        headers = scope.get("headers", ())
+        # h11 bounds a head that arrives in pieces; one that arrives whole (up to hypercorn's
+        # 64 KiB read) is parsed, so the bound is applied here as well.
+        size = len(raw) + len(scope.get("query_string", b"")) + sum(len(k) + len(v) + 4 for k, v in headers)
+        if size > self.max_head_bytes:
+            self._refuse("head_too_large")
+            await _plain(send, 431, "request head too large\n")
+            return
         if not raw.startswith(b"/"):
             self._refuse("bad_target")
             await _plain(send, 400, "request target must be a path\n")
             return
-        host = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"host"), None)
+        host = next((v.decode("latin-1") for k, v in headers if k == b"host"), None)
         if not self.policy.host_allowed(host):
             self._refuse("bad_host")
             await _plain(
@@ -329,6 +340,7 @@ def build_app(
     broadcaster: Broadcaster | None,
     *,
     max_requests: int = 32,
+    max_head_bytes: int = 8192,
 ) -> Guard:
     """The whole app, wrapped in its :class:`Guard`. ``broadcaster`` None: no page, status only."""
     h = _Handlers(policy, actions, broadcaster)
@@ -347,7 +359,7 @@ def build_app(
             Route("/api/events", h.events, methods=["GET"]),
         ]
     app = Starlette(routes=routes, exception_handlers={404: _not_found})
-    guard = Guard(app, policy, max_requests=max_requests)
+    guard = Guard(app, policy, max_requests=max_requests, max_head_bytes=max_head_bytes)
     guard.handlers = h
     return guard
 

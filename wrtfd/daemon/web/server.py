@@ -127,7 +127,11 @@ class StatusServer:
         self.broadcaster = broadcaster
         self.actions: Actions = actions or _ReadOnly(snapshot)
         self.app: Guard = build_app(
-            self.policy, self.actions, broadcaster, max_requests=self.limits.max_requests
+            self.policy,
+            self.actions,
+            broadcaster,
+            max_requests=self.limits.max_requests,
+            max_head_bytes=self.limits.max_head_bytes,
         )
         self._listener: CappedListener | None = None
         self._shutdown = anyio.Event()
