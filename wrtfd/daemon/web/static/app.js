@@ -161,7 +161,7 @@ function renderGroups(u) {
         `session #${g.session} · ${fmtDuration(dur)}`),
       el("div", null, g.trigger && g.trigger.record === "triggered" ?
         `pre-trigger ${Number(g.trigger.buffer_s || 0).toFixed(1)} s / ${g.trigger.pre_trigger_s} s · ${fmtBytes(g.trigger.buffer_bytes)}` :
-        `${(g.frame_rate_hz || 0).toFixed(0)} frames/s · ${g.markers || 0} markers`),
+        `${(g.frame_rate_hz || 0).toFixed(0)} frames/s · markers: ${g.markers || 0}`),
     );
     const lv = live[name] || {};
     const vals = lv.values || {};
@@ -177,7 +177,8 @@ function renderGroups(u) {
     if ("throttle" in vals) items.push(pedal("throttle", vals.throttle, "thr"));
     if ("brake" in vals) items.push(pedal("brake", vals.brake, "brk"));
     gauges.replaceChildren(...items);
-    renderLaps(card.querySelector(".laps"), lv.lap, g.laps_live, g.derived && g.derived.laps);
+    const lapsLive = g.laps_live ? Object.values(g.laps_live)[0] : null;
+    renderLaps(card.querySelector(".laps"), lv.lap, lapsLive, g.derived && g.derived.laps);
     addTrace(name, lv);
     drawTrace(card.querySelector("canvas"), name, units);
   }
