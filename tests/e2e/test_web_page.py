@@ -42,7 +42,9 @@ PHONE = {"width": 412, "height": 915}
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
         pytest.skip("Debian's chromium is not installed (.ci/run installs it: apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright (the test extra) is not installed"
+    )
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS)
         try:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from webserver import running_server  # noqa: E402
+from webserver import running_server
 
 ADDRESS = sys.argv[1]
 TOKEN = "lan-token-0123456789abcdef"

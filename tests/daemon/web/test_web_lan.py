@@ -62,7 +62,11 @@ def test_changes_need_the_token_off_loopback() -> None:
     # the CLI's bearer token, or the page's cookie plus its CSRF token
     assert found["mark_bearer"] == 200
     code, location, cookie = found["login"]
-    assert (code, location) == (303, "/") and "httponly" in cookie.lower() and "samesite=strict" in cookie.lower()
+    assert (
+        (code, location) == (303, "/")
+        and "httponly" in cookie.lower()
+        and "samesite=strict" in cookie.lower()
+    )
     assert found["status_with_cookie"] == 200
     assert found["mark_cookie_without_csrf"] == 403
     assert found["mark_cookie_with_csrf"] == 200
