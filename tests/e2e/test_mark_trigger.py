@@ -66,8 +66,10 @@ def test_cli_and_sigusr1_markers_and_a_triggered_group(tmp_path: Path) -> None:
             )
             assert recordings(out) == []  # nothing written yet: forza is silent, feed is armed
             sim = subprocess.Popen(
-                [sys.executable, "-m", "wrtfd", "simulate", "--protocol", "forza", "--track", str(OVAL)]
-                + ["--to", f"127.0.0.1:{forza_port}", "--laps", "12", "--speed-scale", "10"],
+                [
+                    *(sys.executable, "-m", "wrtfd", "simulate", "--protocol", "forza", "--track", str(OVAL)),
+                    *("--to", f"127.0.0.1:{forza_port}", "--laps", "12", "--speed-scale", "10"),
+                ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )

@@ -55,8 +55,10 @@ def browser() -> Iterator[Any]:
 
 def simulate(port: int, laps: int = 200, scale: float = 4.0) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "wrtfd", "simulate", "--protocol", "forza", "--track", str(OVAL)]
-        + ["--to", f"127.0.0.1:{port}", "--laps", str(laps), "--speed-scale", str(scale)],
+        [
+            *(sys.executable, "-m", "wrtfd", "simulate", "--protocol", "forza", "--track", str(OVAL)),
+            *("--to", f"127.0.0.1:{port}", "--laps", str(laps), "--speed-scale", str(scale)),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -104,11 +106,8 @@ def test_page_live_laps_mark_screenshot_and_reconnect(browser: Any, tmp_path: Pa
         wait_for(lambda: speed_text(page) not in (first, "–"), "the speed shown to change")
         assert page.locator('[data-group="forza"] .state').inner_text() == "RECORDING"
         # the lap time appears once a lap is done (the last-lap row has a time, the best one too)
-        page.wait_for_function(
-            "(document.querySelector('[data-group=\"forza\"] .laprow.last .v')||{}).textContent"
-            " && !document.querySelector('[data-group=\"forza\"] .laprow.last .v').textContent.startsWith('–')",
-            timeout=60_000,
-        )
+        last_lap_js = "(document.querySelector('[data-group=\"forza\"] .laprow.last .v') || {}).textContent"
+        page.wait_for_function(f"{last_lap_js} && !{last_lap_js}.startsWith('–')", timeout=60_000)
         last_lap = page.locator('[data-group="forza"] .laprow.last .v').inner_text()
         assert ":" in last_lap or "." in last_lap
         # MARK, with a note
@@ -117,7 +116,8 @@ def test_page_live_laps_mark_screenshot_and_reconnect(browser: Any, tmp_path: Pa
         page.click("#mark")
         page.wait_for_function("document.getElementById('markmsg').textContent.startsWith('marked')")
         page.wait_for_function(
-            "Array.from(document.querySelectorAll('#events li.marker')).some(li => li.textContent.includes('browser mark'))",
+            "Array.from(document.querySelectorAll('#events li.marker'))"
+            ".some(li => li.textContent.includes('browser mark'))",
             timeout=20_000,
         )
         shot = tmp_path / "pitwall-phone.png"
