@@ -58,6 +58,9 @@ ROLE_NAMES: dict[str, tuple[str, ...]] = {
 TRACE_POINTS = 12
 #: Recent events kept for the page.
 MAX_EVENTS = 32
+#: Updates sent per second to all pages together, at most: 10 pages get 10 Hz, 100 pages 1 Hz.
+#: Each send costs the daemon ~50-80 us (bench/bench_web.py): the recording's CPU comes first.
+MAX_SENDS_PER_S = 100.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,7 +363,7 @@ class Broadcaster:
         *,
         push_hz: float = 10.0,
         max_subscribers: int = 64,
-        max_sends_per_s: float = 200.0,
+        max_sends_per_s: float = MAX_SENDS_PER_S,
     ) -> None:
         self.view = view
         self._snapshot = snapshot
