@@ -11,8 +11,8 @@ import http.client
 import json
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
+from wrtfd.daemon.status_client import base_url
 from wrtfd.errors import StatusError
 
 __all__ = ["MarkAnswer", "NotRecording", "post_mark"]
@@ -29,18 +29,6 @@ class MarkAnswer:
     marked: dict[str, int]
     wall_us: int
     note: str
-
-
-def _base(url: str) -> tuple[str, int, str]:
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    if parts.scheme != "http" or not parts.hostname:
-        raise StatusError(f"{url}: expected an http://HOST[:PORT] URL")
-    try:
-        port = parts.port or 80
-    except ValueError:
-        raise StatusError(f"{url}: bad port") from None
-    host = parts.hostname
-    return host, port, f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 def _request(
@@ -82,7 +70,7 @@ def post_mark(url: str, note: str = "", *, token: str | None = None, timeout_s: 
     :raises NotRecording: no group has a session in progress.
     :raises StatusError: unreachable, refused (a token is needed) or not a wrtfd daemon.
     """
-    host, port, shown = _base(url)
+    host, port, _, shown = base_url(url)
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"

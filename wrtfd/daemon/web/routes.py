@@ -271,7 +271,8 @@ class _Handlers:
             return self._no_read()
         return JSONResponse({"csrf": self.policy.csrf})
 
-    async def _write_allowed(self, request: Request) -> Response | None:
+    async def _change(self, request: Request) -> bytes | Response:
+        """The body of a change the caller may make, or the answer refusing it."""
         if not self.policy.origin_allowed(request.headers.get("origin"), request.headers.get("host")):
             return JSONResponse({"error": "cross-origin request refused"}, 403)
         acc = self.access(request)
@@ -280,13 +281,10 @@ class _Handlers:
                 {"error": acc.reason},
                 401 if not acc.read or (self.policy.lan and not acc.authenticated) else 403,
             )
-        return None
+        return await _bounded_body(request)
 
     async def mark(self, request: Request) -> Response:
-        refused = await self._write_allowed(request)
-        if refused is not None:
-            return refused
-        body = await _bounded_body(request)
+        body = await self._change(request)
         if isinstance(body, Response):
             return body
         note = ""
@@ -294,7 +292,7 @@ class _Handlers:
             try:
                 data = json.loads(body)
             except (UnicodeDecodeError, json.JSONDecodeError):
-                return JSONResponse({"error": 'body must be JSON: {"note": "..."}'}, 400)
+                data = None
             if not isinstance(data, dict) or not isinstance(data.get("note", ""), str):
                 return JSONResponse({"error": 'body must be JSON: {"note": "..."}'}, 400)
             note = data.get("note", "")
@@ -307,10 +305,7 @@ class _Handlers:
         return JSONResponse({"marked": marked, "wall_us": wall_us, "note": note})
 
     async def new_session(self, request: Request) -> Response:
-        refused = await self._write_allowed(request)
-        if refused is not None:
-            return refused
-        body = await _bounded_body(request)
+        body = await self._change(request)
         if isinstance(body, Response):
             return body
         self.actions.new_session()
