@@ -137,7 +137,7 @@ def main() -> int:
         busy, b_udp, b_http = start_daemon(work, "busy")
         sims = [simulate(q_udp, seconds + warmup + 5), simulate(b_udp, seconds + warmup + 5)]
         client = subprocess.Popen(
-            [sys.executable, "-c", PAGES_CLIENT, str(b_http), str(args.pages), str(seconds + warmup)],
+            [sys.executable, "-c", PAGES_CLIENT, str(b_http), str(args.pages), str(seconds + warmup + 5)],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -165,7 +165,7 @@ def main() -> int:
                     p.kill()
     q = 100 * (c1[quiet.pid] - c0[quiet.pid]) / dt
     b = 100 * (c1[busy.pid] - c0[busy.pid]) / dt
-    per_page = total / args.pages / (seconds + warmup)
+    per_page = total / args.pages / (seconds + warmup + 5)
     print(f"window {dt:.1f} s; pages asked {args.pages}, open during the window {pages_open}")
     print(f"{'daemon':<22}{'CPU % of a core':>16}{'ratio':>8}")
     print(f"{'recording, no pages':<22}{q:>16.2f}{1.0:>8.2f}")
