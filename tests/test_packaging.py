@@ -34,6 +34,9 @@ DISTRIBUTION = {
     "crc32c": "crc32c",
     "dpkt": "dpkt",
     "Crypto": "pycryptodome",
+    "hypercorn": "hypercorn",
+    "starlette": "starlette",
+    "rich": "rich",
     "anyio": "anyio",
     "pydantic": "pydantic",
     "serial": "pyserial-asyncio",  # pyserial comes with it

@@ -62,6 +62,40 @@ def _finish(fig: Any, ax_map: Any, output: Path, map_title: str, title: str) -> 
     fig.savefig(output, format="png")
 
 
+def _draw_markers(
+    frames: np.ndarray, dist: FloatArray, x: FloatArray, z: FloatArray, ok: Any, ax_speed: Any, ax_map: Any
+) -> None:
+    """Markers (docs/markers.md): a dotted line at their lap distance, a star on the map."""
+    from wrtfd.format.markers import markers_in
+
+    ticks = frames["tick"]
+    for k, m in enumerate(markers_in(frames), start=1):
+        i = min(int(np.searchsorted(ticks, m.tick, side="left")), len(frames) - 1)
+        label = m.note or f"marker {k}"
+        if ok[i] and np.isfinite(dist[i]):
+            ax_speed.axvline(float(dist[i]), color="red", linestyle=":", linewidth=1.2)
+            ax_speed.annotate(
+                label,
+                (float(dist[i]), 1.0),
+                xycoords=("data", "axes fraction"),
+                rotation=90,
+                va="top",
+                ha="right",
+                fontsize=8,
+                color="red",
+            )
+            ax_map.plot([x[i]], [z[i]], marker="*", markersize=14, color="red", zorder=5)
+            ax_map.annotate(
+                label,
+                (float(x[i]), float(z[i])),
+                fontsize=8,
+                color="red",
+                xytext=(4, 4),
+                textcoords="offset points",
+                zorder=5,
+            )
+
+
 def plot_session(
     frames: np.ndarray,
     times_s: npt.ArrayLike,
@@ -127,6 +161,7 @@ def plot_session(
             draw_track(ax_map, track, lanes=False)
         sel = ok & np.isin(lap_no, show)
         sc = ax_map.scatter(x[sel], z[sel], c=ch.speed_kmh[sel], s=4, cmap="plasma", zorder=3)
+        _draw_markers(frames, dist, x, z, ok, ax_speed, ax_map)
         fig.colorbar(sc, ax=ax_map, label="speed (km/h)", shrink=0.7)
         _finish(fig, ax_map, output, "track map (coloured by speed)", title)
     finally:

@@ -10,6 +10,7 @@ import pytest
 from tests.format.samples import write_car_file
 from wrtfd.cli.main import main
 from wrtfd.format import Reader
+from wrtfd.format.export import export_leaves
 from wrtfd.format.reader import ticks_to_time_us
 from wrtfd.format.schema import leaf_column
 
@@ -22,7 +23,7 @@ def test_every_channel_with_unit_values_and_time(forza_road: Path, tmp_path: Pat
     mdf = asammdf.MDF(out)
     try:
         with Reader(forza_road) as r:
-            leaves = [lf for lf in r.schema.frame_leaves if lf.kind != "text"]
+            leaves = [lf for lf in export_leaves(r.schema) if lf.kind != "text"]
             t0_us = int(ticks_to_time_us(r.frames(0)["tick"][:1], r.sessions[0].time_base_us, r.rate_hz)[0])
             assert mdf.header.start_time.timestamp() == pytest.approx(t0_us / 1e6, abs=1e-6)
             assert mdf.header.author == "Ayrton Test" and forza_road.name in mdf.header.comment

@@ -19,6 +19,7 @@ from tests.format.samples import write_car_file
 from wrtfd.cli.main import main
 from wrtfd.exporters.motec import choose_encoding, encode_values
 from wrtfd.format import Reader
+from wrtfd.format.export import export_leaves
 from wrtfd.format.reader import ticks_to_time_us
 from wrtfd.format.schema import leaf_column
 
@@ -77,7 +78,7 @@ def test_every_forza_channel_round_trips_with_motec_names(forza_road: Path, tmp_
     out = tmp_path / "run.ld"
     export(forza_road, out)
     with Reader(forza_road) as r:
-        leaves = [lf for lf in r.schema.frame_leaves if lf.kind != "text"]
+        leaves = [lf for lf in export_leaves(r.schema) if lf.kind != "text"]
         for s in r.sessions:
             ld = load(tmp_path / f"run-s{s.index}.ld")
             frames = r.frames(s.index)

@@ -56,6 +56,24 @@ def _check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _show_token(loaded: Any, data: dict[str, Any]) -> None:
+    """``[web] token``: the one changes need when the page listens off loopback (generated and
+    kept beside the recordings if the config names none, as the daemon does)."""
+    from wrtfd.daemon.web.access import resolve_token
+    from wrtfd.errors import ConfigError
+
+    cfg = loaded.config
+    if not cfg.web.enabled:
+        return
+    try:
+        token = resolve_token(cfg.web.token, cfg.status.host, loaded.output_dir())
+    except ConfigError as exc:
+        sys.stderr.write(f"wrtfd: note: {exc}\n")
+        return
+    if token is not None:
+        data["web"]["token"] = token
+
+
 def _show(args: argparse.Namespace) -> int:
     from wrtfd.daemon.config import load_effective_config
     from wrtfd.daemon.toml_out import dumps
@@ -83,6 +101,7 @@ def _show(args: argparse.Namespace) -> int:
         head = {k: src.pop(k) for k in ("kind", "name", "protocol")}
         ordered.append({**head, **src})
     data["sources"] = ordered
+    _show_token(loaded, data)
     sys.stdout.write(f"# effective wrtfd config (from: {loaded.origin})\n")
     sys.stdout.write(dumps(data))
     return 0

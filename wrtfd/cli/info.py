@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_schema_option", "info_dict", "load_schema", "register"]
+__all__ = ["add_schema_option", "info_dict", "load_schema", "marker_line", "register"]
 
 
 def add_schema_option(p: argparse.ArgumentParser) -> None:
@@ -41,6 +41,7 @@ def _iso(us: int) -> str:
 
 def info_dict(reader: Any) -> dict[str, Any]:
     from wrtfd.format.jsonio import JsonCodec
+    from wrtfd.format.markers import session_marker_rows
 
     codec = JsonCodec(reader.schema)
     sessions = []
@@ -63,6 +64,7 @@ def info_dict(reader: Any) -> dict[str, Any]:
                 "footer": None
                 if s.footer is None or codec.footer_to_json is None
                 else codec.footer_to_json(s.footer.item()),
+                "markers": session_marker_rows(reader, s.index),
             }
         )
     meta = {
@@ -110,7 +112,18 @@ def _text(d: dict[str, Any]) -> str:
             f"dropped {s['dropped_ticks']}, duration {s['duration_s']:.3f} s, footer order {footer}"
             + (f", torn {s['torn_bytes']} bytes" if s["torn_bytes"] else "")
         )
+        for m in s["markers"]:
+            lines.append("  " + marker_line(m, s["start_time_us"]))
     return "\n".join(lines) + "\n"
+
+
+def marker_line(m: dict[str, Any], session_start_us: int) -> str:
+    """``marker at tick 600 (+10.000 s, 12:00:10.000 UTC): note`` (one line of info and laps)."""
+    offset_s = (m["time_us"] - session_start_us) / 1e6
+    clock = _iso(m["wall_us"])[11:23] if m["wall_us"] else "?"
+    note = f": {m['note']}" if m["note"] else ""
+    cut = "" if m["complete"] else " (note cut short)"
+    return f"marker at tick {m['tick']} (+{offset_s:.3f} s, {clock} UTC){note}{cut}"
 
 
 def register(subparsers: Any) -> None:

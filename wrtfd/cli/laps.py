@@ -39,6 +39,7 @@ def register(subparsers: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from wrtfd.format import Reader
+    from wrtfd.format.markers import session_marker_rows
     from wrtfd.tracks import load_track
     from wrtfd.tracks.analysis import session_laps
 
@@ -61,6 +62,14 @@ def _run(args: argparse.Namespace) -> int:
                 for lap in found.laps
             ]
             best = min(laps, key=lambda lap: float(lap["time_s"])) if laps else None
+            markers = session_marker_rows(r, i)
+            base_us = r.sessions[i].time_base_us
+            for m in markers:  # in which lap, and how far into it
+                t = (m["time_us"] - base_us) / 1e6
+                lap_of = next((lp for lp in laps if lp["start_s"] <= t < lp["end_s"]), None)
+                m["session_s"] = round(t, 3)
+                m["lap"] = None if lap_of is None else lap_of["lap"]
+                m["lap_s"] = None if lap_of is None else round(t - lap_of["start_s"], 3)
             result.append(
                 {
                     "session": i,
@@ -68,6 +77,7 @@ def _run(args: argparse.Namespace) -> int:
                     "laps": laps,
                     "best_lap": best["lap"] if best else None,
                     "best_lap_s": best["time_s"] if best else None,
+                    "markers": markers,
                 }
             )
     if args.json:
@@ -82,6 +92,12 @@ def _run(args: argparse.Namespace) -> int:
     for sess in result:
         laps = sess["laps"]
         out.write(f"session {sess['session']}: {len(laps)} complete lap(s)\n")
+        for m in sess["markers"]:
+            where = (
+                f"lap {m['lap']} +{format_lap_time(m['lap_s'])}" if m["lap"] is not None else "not in a lap"
+            )
+            note = f": {m['note']}" if m["note"] else ""
+            out.write(f"  marker at {m['session_s']:.3f} s (tick {m['tick']}, {where}){note}\n")
         if not laps:
             continue
         nsec = max(len(lap["sectors_s"]) for lap in laps)

@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "wrtfd.cli.run",
     "wrtfd.cli.config_cmd",
     "wrtfd.cli.status_cmd",
+    "wrtfd.cli.mark_cmd",
     "wrtfd.cli.service_cmd",
     "wrtfd.cli.info",
     "wrtfd.cli.validate",

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXIT_HEALTHY", "EXIT_UNHEALTHY", "EXIT_UNREACHABLE", "register"]
+__all__ = ["EXIT_HEALTHY", "EXIT_UNHEALTHY", "EXIT_UNREACHABLE", "daemon_url", "register"]
 
 EXIT_HEALTHY = 0
 EXIT_UNHEALTHY = 1
@@ -53,7 +53,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_status)
 
 
-def _url(args: argparse.Namespace) -> str:
+def daemon_url(args: argparse.Namespace) -> str:
     from wrtfd.daemon.status_client import DEFAULT_URL, url_for
     from wrtfd.errors import StatusError
 
@@ -80,7 +80,7 @@ def _status(args: argparse.Namespace) -> int:
 
     if args.timeout <= 0 or (args.watch is not None and args.watch <= 0):
         raise StatusError("--timeout and --watch take a positive number of seconds")
-    url = _url(args)
+    url = daemon_url(args)
     if args.watch is None:
         answer = fetch_status(url, timeout_s=args.timeout)
         if args.json:

@@ -8,9 +8,11 @@ Order of life:
    restarted with backoff, never takes the others down), then the status server;
 3. ``READY=1`` once every source is bound (or has reported its failure), then the heartbeat:
    ``WATCHDOG=1`` only while the loop turns *and* the recorder is not stuck, ``STATUS=`` summary;
-4. SIGHUP ends the current sessions and starts new ones; SIGTERM/SIGINT: ``STOPPING=1``, sources
-   stop, the recorder finalizes every session and file within ``shutdown_timeout_s``; a second
-   SIGINT exits at once (the files on disk stay recoverable by ``wrtfd repair``).
+4. SIGHUP ends the current sessions and starts new ones; SIGUSR1 puts a marker in every group
+   that records (as ``POST /api/mark`` does); SIGTERM/SIGINT: ``STOPPING=1``, the page's
+   streams end (pages reconnect to the next daemon), sources stop, the recorder finalizes every
+   session and file within ``shutdown_timeout_s``; a second SIGINT exits at once (the files on
+   disk stay recoverable by ``wrtfd repair``).
 """
 
 from __future__ import annotations
@@ -34,13 +36,14 @@ from wrtfd.daemon.journal import start_journal
 from wrtfd.daemon.logs import configure_logging
 from wrtfd.daemon.notify import Notifier, watchdog_interval_s
 from wrtfd.daemon.pipeline import Pipeline, SourceHandle
-from wrtfd.daemon.status import UP_STATES, StatusServer, health_problems
+from wrtfd.daemon.status import UP_STATES, health_problems
 from wrtfd.daemon.supervise import supervise
 from wrtfd.daemon.watch import LifecycleWatch
 from wrtfd.daemon.wiring import prepare
 
 if TYPE_CHECKING:
     from wrtfd.daemon.foxglove_live import FoxgloveLive
+    from wrtfd.daemon.web.server import StatusServer
 
 __all__ = ["Daemon", "run_daemon"]
 
@@ -61,8 +64,10 @@ SOURCES_READY_TIMEOUT_S = 20.0
 class Daemon:
     """Runs a :class:`Pipeline`; :meth:`main` is the whole life after preparation."""
 
-    def __init__(self, pipeline: Pipeline) -> None:
+    def __init__(self, pipeline: Pipeline, *, web_token: str | None = None) -> None:
         self.loaded = pipeline.loaded
+        #: The token changes need when the page listens off loopback ([web] token or generated).
+        self.web_token = web_token
         #: Every group's recorder publishes here; the journal, the page, the fleet... observe it.
         self.hub = pipeline.hub
         # Source and disk state changes, for the journal (wrtfd.daemon.journal) and observers.
@@ -118,9 +123,12 @@ class Daemon:
             "sources": sources,
             "recorder": rec,
             "disk": dict(self.disk),
+            "time_us": time.time_ns() // 1000,
         }
         if self.foxglove is not None:
             snap_all["foxglove"] = self.foxglove.snapshot()
+        if self.status_server is not None:
+            snap_all["web"] = self.status_server.stats()
         problems = health_problems(snap_all)
         snap_all["healthy"] = not problems
         snap_all["problems"] = problems
@@ -141,13 +149,22 @@ class Daemon:
     # --- tasks ---------------------------------------------------------------------------------
 
     async def _signals(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as received:
+        with anyio.open_signal_receiver(
+            signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1
+        ) as received:
             async for signum in received:
                 name = signal.Signals(signum).name
                 self.signals_seen[name] = self.signals_seen.get(name, 0) + 1
                 if signum == signal.SIGHUP:
                     log.info("SIGHUP: ending the current sessions and starting new ones")
                     self.recorder.request_new_session()
+                elif signum == signal.SIGUSR1:
+                    marked = self.mark("SIGUSR1")
+                    log.info(
+                        "SIGUSR1: marker in %s",
+                        ", ".join(f"{g} at tick {t}" for g, t in marked.items())
+                        or "no group (nothing is being recorded)",
+                    )
                 elif self.shutdown.is_set():
                     if signum == signal.SIGINT:
                         log.warning(
@@ -158,6 +175,14 @@ class Daemon:
                 else:
                     log.info("%s: stopping", name)
                     self.shutdown.set()
+
+    # --- what the web server may ask for (wrtfd.daemon.web.routes.Actions) -------------------
+
+    def mark(self, note: str) -> dict[str, int]:
+        return dict(self.recorder.mark(note))
+
+    def new_session(self) -> None:
+        self.recorder.request_new_session()
 
     def _refresh_disk(self) -> None:
         try:
@@ -264,6 +289,8 @@ class Daemon:
                 log.info("ready: %s", line)
                 await self.shutdown.wait()
                 self.notifier.stopping("stopping: finalizing files")
+                if self.status_server is not None:
+                    await self.status_server.aclose()
                 sources_tg.cancel_scope.cancel()
             await self._finalize()
             tg.cancel_scope.cancel()
@@ -274,31 +301,46 @@ class Daemon:
     async def _serve_status(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """The status server; if its port is taken, recording goes on and the bind is retried."""
+        """The status server and the page; if its port is taken, recording goes on and the
+        bind is retried."""
+        from wrtfd.daemon.web.server import web_server
+
         st = self.config.status
-        self.status_server = server = StatusServer(st.host, st.port, self.snapshot)
+        # Built off the loop: it reads (or creates) the token file and the page's assets.
+        self.status_server = server = await anyio.to_thread.run_sync(
+            web_server, self, self.config, self.web_token
+        )
+        if server.broadcaster is not None:
+            self.hub.add(server.broadcaster.view)
         reported = False
-        while True:
-            try:
-                port = await server.serve_until_bound()
-            except OSError as exc:
-                log.error(
-                    "status endpoint: cannot listen on %s:%d: %s; recording goes on, retrying",
-                    st.host,
-                    st.port,
-                    exc.strerror or exc,
-                    extra={"rate_key": "status-bind"},
+        async with anyio.create_task_group() as tg:
+            if server.broadcaster is not None:
+                tg.start_soon(server.broadcaster.run)
+            while True:
+                try:
+                    port = await server.serve_until_bound()
+                except OSError as exc:
+                    log.error(
+                        "status endpoint: cannot listen on %s:%d: %s; recording goes on, retrying",
+                        st.host,
+                        st.port,
+                        exc.strerror or exc,
+                        extra={"rate_key": "status-bind"},
+                    )
+                    if not reported:
+                        reported = True
+                        task_status.started()
+                    await anyio.sleep(STATUS_RETRY_S)
+                    continue
+                log.info(
+                    "status on http://%s:%d/status, the page on http://%s:%d/", st.host, port, st.host, port
                 )
                 if not reported:
                     reported = True
                     task_status.started()
-                await anyio.sleep(STATUS_RETRY_S)
-                continue
-            log.info("status on http://%s:%d/status", st.host, port)
-            if not reported:
-                reported = True
-                task_status.started()
-            await server.serve_forever()
+                await server.serve_forever()
+                tg.cancel_scope.cancel()
+                return
 
     async def _supervise(self, h: SourceHandle) -> None:
         def ready() -> None:

@@ -47,6 +47,7 @@ __all__ = [
     "DaemonConfig",
     "DdsSourceConfig",
     "FoxgloveConfig",
+    "GroupConfig",
     "Gt7SourceConfig",
     "LoadedConfig",
     "LoggingConfig",
@@ -55,6 +56,7 @@ __all__ = [
     "SourceConfig",
     "StatusConfig",
     "UdpSourceConfig",
+    "WebConfig",
     "check_protocols",
     "default_config",
     "format_validation_error",
@@ -385,6 +387,57 @@ class FoxgloveConfig(_Model):
 # --- end [foxglove] ---
 
 
+# --- [web] and [groups.NAME] (the pit-wall page, markers, pre-trigger capture) ------------------
+
+
+class WebConfig(_Model):
+    """The page on the status port (``/``), its pushed updates and the mark / new-session API."""
+
+    #: Serve the page and its API (False: ``/status``, ``/metrics``, ``/healthz`` only).
+    enabled: bool = True
+    #: Needed for changes (mark, new session) when ``[status] host`` is not loopback; absent: a
+    #: random one is kept in ``<output_dir>/.wrtfd-web-token`` (shown by ``wrtfd config show``).
+    token: Annotated[str, Field(min_length=16, max_length=256, pattern=r"^[\x21-\x7e]+$")] | None = None
+    #: Off loopback: the page and read-only endpoints without the token.
+    public_read: bool = False
+    #: Host names (besides IP addresses and localhost) the page may be opened as ("pi.local").
+    allowed_hosts: Annotated[
+        tuple[Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]{1,253}$")], ...], Field(strict=False)
+    ] = ()
+    #: Channels shown live: roles (speed, rpm, throttle, brake, gear) or ``source.channel``.
+    channels: Annotated[
+        tuple[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]{0,127}$")], ...],
+        Field(strict=False, max_length=16),
+    ] = ("speed", "rpm", "throttle", "brake", "gear")
+    #: Pushes per second to each page, at most (fewer with many pages open).
+    push_hz: Annotated[float, Field(gt=0, le=10)] = 10.0
+    #: Pages open at once; connections at once (a connection past it is closed at once).
+    max_pages: Annotated[int, Field(ge=1, le=1000)] = 128
+    max_connections: Annotated[int, Field(ge=4, le=10000)] = 192
+
+
+class GroupConfig(_Model):
+    """Options of one recording group (``[groups.NAME]``; ``[groups."*"]`` for every group)."""
+
+    #: ``continuous``: record whenever data flows; ``triggered``: keep the last
+    #: ``pre_trigger_s`` in memory and write from a trigger on (docs/markers.md).
+    record: Literal["continuous", "triggered"] = "continuous"
+    pre_trigger_s: Annotated[float, Field(ge=0, le=3600)] = 10.0
+    post_trigger_s: Annotated[float, Field(ge=0, le=86400)] = 10.0
+    #: A condition on the group's channels: ``speed > 5``, ``gear >= 1 and rpm > 3000``.
+    trigger: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+    trigger_on_marker: bool = True
+    trigger_on_session: bool = True
+    #: Bound of the pre-trigger buffer (the oldest frames go first when it is reached).
+    pre_trigger_max_bytes: Annotated[int, Field(ge=4096, le=1 << 34)] = 16 << 20
+
+    @model_validator(mode="after")
+    def _triggered_keys(self) -> GroupConfig:
+        if self.record == "continuous" and self.trigger is not None:
+            raise ValueError('trigger is set but record = "continuous" (set record = "triggered")')
+        return self
+
+
 class LoggingConfig(_Model):
     level: Literal["debug", "info", "warning", "error"] = "info"
     #: auto: journal style (``<N>`` prefixes, no timestamps) under systemd, else plain text lines.
@@ -409,6 +462,14 @@ class Config(_Model):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
     foxglove: FoxgloveConfig = Field(default_factory=FoxgloveConfig)  # [foxglove] (issue 16)
+    web: WebConfig = Field(default_factory=WebConfig)
+    groups: dict[Annotated[str, Field(pattern=r"^([a-z][a-z0-9_]{0,31}|\*)$")], GroupConfig] = Field(
+        default_factory=dict
+    )
+
+    def group_config(self, group: str) -> GroupConfig:
+        """``[groups.NAME]``, else ``[groups."*"]``, else the defaults (continuous)."""
+        return self.groups.get(group) or self.groups.get("*") or GroupConfig()
 
     @model_validator(mode="after")
     def _unique_sources(self) -> Config:
@@ -444,6 +505,12 @@ class Config(_Model):
             raise ValueError(
                 f"recorder.schema: {len(groups)} recording groups ({', '.join(groups)}):"
                 " give a table {group = path}"
+            )
+        unknown_groups = sorted(set(self.groups) - set(groups) - {"*"})
+        if unknown_groups:
+            raise ValueError(
+                f"groups: no recording group {', '.join(map(repr, unknown_groups))}"
+                f" (groups: {', '.join(groups)})"
             )
         bound: list[tuple[int, str, int]] = []
         for i, src in enumerate(self.sources):

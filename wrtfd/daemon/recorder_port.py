@@ -95,6 +95,7 @@ def build_recorder(
     ``derived`` are plug-ins such as lap channels; ``metadata`` is added to the files' own.
     """
     from wrtfd.recorder import LiveRecorder
+    from wrtfd.recorder.trigger import TriggerPolicy
 
     cfg = loaded.config
     rc = cfg.recorder
@@ -102,6 +103,18 @@ def build_recorder(
     if not any(s.drives_frames for s in specs):
         raise ConfigError(f"{loaded.origin}: sources: at least one source needs drives_frames = true")
     policy = recorder_policy(loaded, output_dir)
+
+    gc = cfg.group_config(group)
+    trigger = None
+    if gc.record == "triggered":
+        trigger = TriggerPolicy(
+            pre_s=gc.pre_trigger_s,
+            post_s=gc.post_trigger_s,
+            condition=gc.trigger,
+            on_marker=gc.trigger_on_marker,
+            on_session=gc.trigger_on_session,
+            max_buffer_bytes=gc.pre_trigger_max_bytes,
+        )
     environ = os.environ if env is None else env
     fifo = environ.get(WEDGE_ENV)
     if fifo:
@@ -121,6 +134,12 @@ def build_recorder(
             hub=hub,
             group=group,
             source_clock=rc.clock == "source",
+            trigger=trigger,
         )
     except ConfigError as exc:
-        raise ConfigError(f"{loaded.origin}: {exc}") from None
+        where = (
+            f"groups.{group}: "
+            if trigger is not None and str(exc).startswith(("trigger", "pre_", "post_", "a triggered"))
+            else ""
+        )
+        raise ConfigError(f"{loaded.origin}: {where}{exc}") from None

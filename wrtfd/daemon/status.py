@@ -1,106 +1,20 @@
-"""The local status endpoint: ``GET /status`` (JSON), ``GET /metrics`` (Prometheus), ``GET /healthz``.
+"""What the status endpoints say: ``/metrics`` text and ``/healthz`` judgement (pure).
 
-A deliberately tiny HTTP/1.1 server on an anyio TCP listener: GET/HEAD only, one request per
-connection (``Connection: close``), the request head bounded to :data:`MAX_HEAD_BYTES` and read
-under a timeout, a bounded number of connections at once. A framework would bring routing,
-keep-alive and body parsing we do not want to expose on a recorder.
-
-The payloads are built elsewhere (``app``) as a plain snapshot dict; this module only renders
-it (:func:`render_metrics`) and judges it (:func:`health_problems`), both pure.
+The payloads are built elsewhere (``app``) as a plain snapshot dict; this module only renders it
+(:func:`render_metrics`) and judges it (:func:`health_problems`). They are served, with the
+pit-wall page, by :mod:`wrtfd.daemon.web`.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
-import anyio
-import anyio.abc
-
-__all__ = [
-    "MAX_HEAD_BYTES",
-    "HttpRequest",
-    "RequestError",
-    "StatusServer",
-    "health_problems",
-    "parse_request_head",
-    "render_metrics",
-]
-
-log = logging.getLogger("wrtfd.status")
-
-MAX_HEAD_BYTES = 8192
-READ_TIMEOUT_S = 5.0
-MAX_CONNECTIONS = 16
+__all__ = ["UP_STATES", "health_problems", "render_metrics"]
 
 #: Source states that count as "up" (bound and able to receive).
 UP_STATES = frozenset({"listening", "receiving"})
-
-
-class RequestError(Exception):
-    """A request we refuse; ``status`` is the HTTP status code to answer with."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-@dataclass(frozen=True, slots=True)
-class HttpRequest:
-    method: str
-    path: str
-
-
-def parse_request_head(head: bytes) -> HttpRequest:
-    """Parse ``GET /path HTTP/1.1`` and the header lines; raises RequestError on anything odd."""
-    if len(head) > MAX_HEAD_BYTES:
-        raise RequestError(431, "request head too large")
-    try:
-        text = head.decode("ascii")
-    except UnicodeDecodeError:
-        raise RequestError(400, "non-ASCII request head") from None
-    lines = text.split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        raise RequestError(400, "malformed request line")
-    method, target, _version = parts
-    if method not in ("GET", "HEAD"):
-        raise RequestError(405, f"method {method} not allowed")
-    if not target.startswith("/"):
-        raise RequestError(400, "request target must be a path")
-    for line in lines[1:]:
-        if line and ":" not in line:
-            raise RequestError(400, "malformed header line")
-    path = target.split("?", 1)[0]
-    return HttpRequest(method=method, path=path)
-
-
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    408: "Request Timeout",
-    431: "Request Header Fields Too Large",
-    503: "Service Unavailable",
-}
-
-
-def _response(status: int, body: bytes, content_type: str, *, head_only: bool = False) -> bytes:
-    lines = [
-        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
-        f"Content-Type: {content_type}",
-        f"Content-Length: {len(body)}",
-        "Cache-Control: no-store",
-        "Connection: close",
-        "",
-        "",
-    ]
-    return "\r\n".join(lines).encode() + (b"" if head_only else body)
 
 
 # --- judging and rendering (pure) --------------------------------------------------------------
@@ -257,96 +171,3 @@ def render_metrics(snapshot: Mapping[str, Any]) -> str:
     if uptime is not None:
         family("wrtfd_uptime_seconds", "gauge", "Seconds since the daemon started", [("", uptime)])
     return "\n".join(out) + "\n"
-
-
-# --- the server --------------------------------------------------------------------------------
-
-
-class StatusServer:
-    """Serves a snapshot callable; ``port`` is the bound port once :meth:`serve` has started."""
-
-    def __init__(self, host: str, port: int, snapshot: Callable[[], dict[str, Any]]) -> None:
-        self.host = host
-        self.port = port
-        self._snapshot = snapshot
-        self._limiter = anyio.CapacityLimiter(MAX_CONNECTIONS)
-        self._listener: anyio.abc.Listener[anyio.abc.SocketStream] | None = None
-        self.requests = 0
-
-    async def serve(self, *, task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Bind, report the port, serve until cancelled; raises OSError when the port is taken."""
-        port = await self.serve_until_bound()
-        task_status.started(port)
-        await self.serve_forever()
-
-    async def serve_until_bound(self) -> int:
-        """Bind the listener (OSError if the address is taken); returns the bound port."""
-        listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self.port)
-        self._listener = listener
-        sock = listener.listeners[0].extra(anyio.abc.SocketAttribute.local_address)
-        self.port = int(sock[1])
-        return self.port
-
-    async def serve_forever(self) -> None:
-        listener = self._listener
-        if listener is None:
-            raise RuntimeError("serve_until_bound() first")
-        async with listener:
-            await listener.serve(self._handle)
-
-    async def _handle(self, stream: anyio.abc.SocketStream) -> None:
-        async with stream:
-            try:
-                self._limiter.acquire_nowait()
-            except anyio.WouldBlock:
-                return  # too many at once: drop the connection rather than queue without bound
-            try:
-                await self._answer(stream)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError):
-                pass  # the client went away; nothing to tell it
-            finally:
-                self._limiter.release()
-
-    async def _answer(self, stream: anyio.abc.SocketStream) -> None:
-        head = b""
-        with anyio.move_on_after(READ_TIMEOUT_S) as scope:
-            while b"\r\n\r\n" not in head:
-                chunk = await stream.receive(4096)
-                head += chunk
-                if len(head) > MAX_HEAD_BYTES:
-                    break
-        if scope.cancelled_caught:
-            await stream.send(_response(408, b"request timeout\n", "text/plain"))
-            return
-        self.requests += 1
-        try:
-            request = parse_request_head(
-                head.split(b"\r\n\r\n", 1)[0] if len(head) <= MAX_HEAD_BYTES else head
-            )
-        except RequestError as exc:
-            await stream.send(_response(exc.status, f"{exc}\n".encode(), "text/plain; charset=utf-8"))
-            return
-        head_only = request.method == "HEAD"
-        await stream.send(self._route(request.path, head_only))
-
-    def _route(self, path: str, head_only: bool) -> bytes:
-        if path not in ("/status", "/metrics", "/healthz"):
-            return _response(
-                404, b"not found: try /status, /metrics or /healthz\n", "text/plain", head_only=head_only
-            )
-        snap = self._snapshot()
-        if path == "/status":
-            body = json.dumps(snap, indent=2, sort_keys=False, default=str).encode() + b"\n"
-            return _response(200, body, "application/json", head_only=head_only)
-        if path == "/metrics":
-            return _response(
-                200,
-                render_metrics(snap).encode(),
-                "text/plain; version=0.0.4; charset=utf-8",
-                head_only=head_only,
-            )
-        problems = snap.get("problems", [])
-        if problems:
-            body = ("unhealthy: " + "; ".join(problems) + "\n").encode()
-            return _response(503, body, "text/plain; charset=utf-8", head_only=head_only)
-        return _response(200, b"ok\n", "text/plain; charset=utf-8", head_only=head_only)

@@ -16,7 +16,15 @@ from urllib.parse import urlsplit
 
 from wrtfd.errors import StatusError
 
-__all__ = ["DEFAULT_URL", "MAX_STATUS_BYTES", "StatusAnswer", "fetch_status", "status_url", "url_for"]
+__all__ = [
+    "DEFAULT_URL",
+    "MAX_STATUS_BYTES",
+    "StatusAnswer",
+    "base_url",
+    "fetch_status",
+    "status_url",
+    "url_for",
+]
 
 DEFAULT_URL = "http://127.0.0.1:8787"
 #: A status document of many sources is tens of KiB; more than this is not a wrtfd status.
@@ -44,8 +52,8 @@ def url_for(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def status_url(url: str) -> tuple[str, int, str, str]:
-    """(host, port, request path, URL shown) for a base URL such as ``http://127.0.0.1:8787``.
+def base_url(url: str) -> tuple[str, int, str, str]:
+    """(host, port, path, ``http://host:port`` shown) of a daemon URL such as ``127.0.0.1:8787``.
 
     :raises StatusError: not an ``http://`` URL with a host.
     """
@@ -56,12 +64,20 @@ def status_url(url: str) -> tuple[str, int, str, str]:
         port = parts.port or 80
     except ValueError:
         raise StatusError(f"{url}: bad port") from None
-    path = parts.path.rstrip("/")
+    host = parts.hostname
+    return host, port, parts.path, f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def status_url(url: str) -> tuple[str, int, str, str]:
+    """(host, port, request path, URL shown) for a base URL such as ``http://127.0.0.1:8787``.
+
+    :raises StatusError: not an ``http://`` URL with a host.
+    """
+    host, port, path, shown = base_url(url)
+    path = path.rstrip("/")
     if not path.endswith("/status"):
         path += "/status"
-    host = parts.hostname
-    shown = f"http://{f'[{host}]' if ':' in host else host}:{port}{path}"
-    return host, port, path, shown
+    return host, port, path, shown + path
 
 
 def fetch_status(url: str, *, timeout_s: float = 5.0) -> StatusAnswer:

@@ -5,8 +5,8 @@ An XML document ``LDXFile`` (version 1.6) with one layer whose ``MarkerGroup "Be
 sample of the log, and ``Details`` strings (total laps, fastest time and lap). i2 counts the
 stretch before the first beacon as lap 1 (the out-lap), as loggers do.
 
-Markers (user events within a lap) do not exist in WRTF files yet; :class:`Marker` and the
-``markers`` argument are the hook for them: they are written as a second marker group.
+Markers (user events, docs/markers.md) come from the frames (:mod:`wrtfd.format.markers`) and
+are written as a second marker group (class ``MRK``, named by their note).
 """
 
 from __future__ import annotations

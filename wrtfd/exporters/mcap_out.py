@@ -70,7 +70,7 @@ def export_mcap(
             if len(frames) == 0:
                 continue
             times_us = ticks_to_time_us(frames["tick"], s.time_base_us, reader.rate_hz)
-            logs = _session_logs(s.index, frames, times_us, track)
+            logs = _session_logs(s.index, frames, times_us, track, reader.rate_hz)
             k = 0
             for chunk in frame_chunks(frames, _CHUNK):
                 t_chunk = times_us[k : k + len(chunk)]
@@ -94,9 +94,12 @@ def export_mcap(
 
 
 def _session_logs(
-    index: int, frames: np.ndarray, times_us: np.ndarray, track: Track | None
+    index: int, frames: np.ndarray, times_us: np.ndarray, track: Track | None, rate_hz: int
 ) -> list[tuple[int, bytes]]:
-    """Log messages of a session in time order: its start, each completed lap, its end."""
+    """Log messages of a session in time order: its start, each completed lap, each marker
+    (a WARNING, so Foxglove's log panel makes them stand out), its end."""
+    from wrtfd.format.markers import markers_in
+
     first_ns, last_ns = int(times_us[0]) * 1000, int(times_us[-1]) * 1000
     out = [(first_ns, log_message(first_ns, LogLevel.INFO, f"session {index} start ({len(frames)} frames)"))]
     try:
@@ -112,6 +115,11 @@ def _session_logs(
             mark = " (best)" if lap is best else ""
             text = f"session {index} lap {lap.number}: {format_lap_time(lap.time_s)}{mark}"
             out.append((t_ns, log_message(t_ns, LogLevel.INFO, text)))
+    ticks = frames["tick"]
+    for k, m in enumerate(markers_in(frames), start=1):
+        t_ns = first_ns + round((m.tick - int(ticks[0])) * 1e9 / rate_hz)
+        text = f"session {index} marker {k} at tick {m.tick}" + (f": {m.note}" if m.note else "")
+        out.append((t_ns, log_message(t_ns, LogLevel.WARNING, text)))
     out.append((last_ns, log_message(last_ns, LogLevel.INFO, f"session {index} end")))
     out.sort(key=lambda item: item[0])
     return out

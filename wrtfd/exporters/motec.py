@@ -484,6 +484,14 @@ def _beacons(
 
 
 def session_markers(reader: Reader, session: int) -> list[Marker]:
-    """Markers of a session, for the ``.ldx``. The hook for them: WRTF files carry none yet."""
-    del reader, session
-    return []
+    """Markers of a session (docs/markers.md), for the ``.ldx``: seconds from the first frame."""
+    from wrtfd.format.markers import read_markers
+
+    frames = export_frames(reader, session)
+    if len(frames) == 0:
+        return []
+    first = int(frames["tick"][0])
+    out = []
+    for k, m in enumerate(read_markers(reader, session), start=1):
+        out.append(Marker(max(0.0, (m.tick - first) / reader.rate_hz), m.note or f"Marker {k}"))
+    return out

@@ -14,6 +14,7 @@ import numpy as np
 
 from wrtfd._optional import require
 from wrtfd.errors import FormatError
+from wrtfd.format.markers import MARKER_FIELD, has_markers
 from wrtfd.format.schema import Leaf, Schema, leaf_column
 from wrtfd.format.times import ticks_to_time_us
 
@@ -39,9 +40,13 @@ def export_leaves(schema: Schema) -> list[Leaf]:
     """The channels every export writes (CSV, Parquet, MoTeC, MCAP, MDF4, compare).
 
     The one place that decides it: fields that are bookkeeping rather than telemetry (such as a
-    per-frame integrity check) are left out here, and nowhere else.
+    per-frame integrity check, or the bytes of markers, which exports show as markers) are left
+    out here, and nowhere else.
     """
-    return schema.frame_leaves
+    leaves = schema.frame_leaves
+    if has_markers(schema.frame_dtype):
+        leaves = [lf for lf in leaves if lf.path[0] != MARKER_FIELD]
+    return leaves
 
 
 def export_frames(reader: Reader, session: int) -> np.ndarray:

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from wrtfd.errors import FormatError
+from wrtfd.format.markers import has_markers, session_marker_rows
 from wrtfd.format.reader import Reader, ticks_to_time_us
 from wrtfd.format.schema import EnumDef, FieldDef, Schema, StructDef
 from wrtfd.format.writer import Writer
@@ -293,7 +294,7 @@ def session_object(reader: Reader, codec: JsonCodec, i: int) -> dict[str, Any]:
     footer = None
     if s.footer is not None and codec.footer_to_json is not None:
         footer = codec.footer_to_json(s.footer.item())
-    return {
+    obj = {
         "kind": "session",
         "session": i,
         "header": codec.header_to_json(s.header.item()),
@@ -301,6 +302,9 @@ def session_object(reader: Reader, codec: JsonCodec, i: int) -> dict[str, Any]:
         "frames": s.frame_count,
         "last_tick": s.last_tick,
     }
+    if has_markers(reader.schema.frame_dtype):  # wrtfd recordings (docs/markers.md)
+        obj["markers"] = session_marker_rows(reader, i)
+    return obj
 
 
 def iter_dump_lines(reader: Reader, session: int | None = None, chunk: int = 8192) -> Iterator[str]:

@@ -5,7 +5,8 @@ Layout of the file's definition (a plain dict, turned into a schema by ``wrtfd.f
 * frame: one struct field per source, named after the source (``forza.speed``); its struct type
   is ``<source>__frame`` and every custom type the source's definition uses is renamed
   ``<source>__<type>`` so that two sources never collide. Then ``stale``: one bool per source,
-  set while its values are stale (see :mod:`wrtfd.scheduler.core`). Then one struct field per
+  set while its values are stale (see :mod:`wrtfd.scheduler.core`). Then ``marker``: the
+  markers' bytes (:mod:`wrtfd.format.markers`, 12 bytes). Then one struct field per
   derived-channel plug-in, named after it (``laps.lap_number``).
 * session header: ``start_timestamp`` (uint64, us: the session's time base, N9), ``track``,
   ``car``, ``session_type`` (uint8[64] tagged ``text``: what the sources reported),
@@ -24,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from wrtfd.errors import ConfigError
+from wrtfd.format.markers import MARKER_FIELD, MARKER_TYPE, marker_type_definition
 
 __all__ = [
     "END_REASONS",
@@ -38,13 +40,24 @@ __all__ = [
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 
 #: Names a source or plug-in cannot take (they are fields of the composed definition).
-RESERVED_NAMES = frozenset({"tick", "stale", "wrtfd", "start_timestamp", "frames", "sources"})
+RESERVED_NAMES = frozenset({"tick", "stale", "wrtfd", "start_timestamp", "frames", "sources", MARKER_FIELD})
 
 #: Capacity of the text fields of the session header.
 TEXT_BYTES = 64
 
-START_REASONS = ("first", "idle", "new_session", "max_duration", "request", "rotate", "resume")
-END_REASONS = ("end", "idle", "new_session", "max_duration", "request", "rotate", "io_error", "stop", "error")
+START_REASONS = ("first", "idle", "new_session", "max_duration", "request", "rotate", "resume", "trigger")
+END_REASONS = (
+    "end",
+    "idle",
+    "new_session",
+    "max_duration",
+    "request",
+    "rotate",
+    "io_error",
+    "stop",
+    "error",
+    "trigger",
+)
 
 #: Per-source counters stored in the session footer (names of SourceCounters.as_dict()).
 FOOTER_SOURCE_COUNTERS = ("samples", "late", "superseded", "dropped", "ticks_emitted", "ticks_dropped")
@@ -213,6 +226,8 @@ def compose_definition(
     types["wrtfd__start_reason"] = _enum("Why a session started", START_REASONS)
     types["wrtfd__end_reason"] = _enum("Why a session ended", END_REASONS)
     frame.append({"name": "stale", "type": "wrtfd__stale", "description": "Stale flags, one per source"})
+    types[MARKER_TYPE] = marker_type_definition()
+    frame.append({"name": MARKER_FIELD, "type": MARKER_TYPE, "description": "Markers (docs/markers.md)"})
     footer: list[dict[str, Any]] = [
         {"name": "frames", "type": "uint64", "description": "Frames in the session"},
         _field("dropped_ticks", "uint64", "Ticks without a frame between frames (N10)"),

@@ -82,6 +82,15 @@ class RecorderGroups:
         for recorder in self.groups.values():
             recorder.request_new_session()
 
+    def mark(self, note: str = "") -> dict[str, int]:
+        """A marker at this moment in every group with a session in progress: ``{group: tick}``."""
+        out: dict[str, int] = {}
+        for name, recorder in self.groups.items():
+            tick = recorder.mark(note)
+            if tick is not None:
+                out[name] = tick
+        return out
+
     async def stop(self) -> None:
         """Finalize every group's session and file (concurrently: one slow disk write each)."""
         async with anyio.create_task_group() as tg:

@@ -69,8 +69,18 @@ import anyio
 import numpy as np
 
 from wrtfd.decoders.base import Sample, SinkFull
-from wrtfd.recorder.observe import LiveFrames, ObserverHub, SessionEnded, SessionStarted
-from wrtfd.recorder.recorder import BeginOp, EndOp, FramesOp, Op, Recorder, RecorderPolicy, SourceSpec
+from wrtfd.recorder.files import join_records
+from wrtfd.recorder.observe import LiveFrames, MarkerAdded, ObserverHub, SessionEnded, SessionStarted
+from wrtfd.recorder.recorder import (
+    BeginOp,
+    EndOp,
+    FramesOp,
+    Op,
+    Recorder,
+    RecorderPolicy,
+    SourceSpec,
+    TriggerPolicy,
+)
 from wrtfd.scheduler.follow import SourceTimeline
 
 __all__ = ["LiveRecorder"]
@@ -98,8 +108,11 @@ class LiveRecorder:
         hub: ObserverHub | None = None,
         group: str = "",
         source_clock: bool = False,
+        trigger: TriggerPolicy | None = None,
     ) -> None:
-        self.recorder = Recorder(sources, policy, derived, metadata=metadata, clock=lambda: clock_ns() / 1e9)
+        self.recorder = Recorder(
+            sources, policy, derived, metadata=metadata, clock=lambda: clock_ns() / 1e9, trigger=trigger
+        )
         # recorder.clock = "source": samples and "now" on the driving source's own clock.
         self._timeline = (
             SourceTimeline(
@@ -150,8 +163,14 @@ class LiveRecorder:
         if hub is not None:
             self.recorder.sink.on_event = hub.publish
             self.recorder.sink.group = group
+            if trigger is not None:
+                # A triggered group's frames go out before its gate: the page shows its channels
+                # while it waits for a trigger (without sessions: none is recorded yet). Other
+                # groups publish frames with their sessions, in order (see _publish).
+                self.recorder.on_frames = self._publish_frames
         # The session being published to the hub: tick-0 wall time, frames, first/last tick.
         self._pub_start_us = 0
+        self._pub_open = False
         self._pub_frames = 0
         self._pub_first: int | None = None
         self._pub_last: int | None = None
@@ -173,6 +192,12 @@ class LiveRecorder:
     def request_new_session(self) -> None:
         """End the current session at the next frame (SIGHUP)."""
         self.recorder.request_new_session()
+
+    def mark(self, note: str = "", *, wall_us: int | None = None) -> int | None:
+        """A marker at this moment (on the event loop: the engine's thread). Returns its session
+        tick, or None when no session is in progress (nothing is being recorded to mark)."""
+        wall = time.time_ns() // 1000 if wall_us is None else wall_us
+        return self.recorder.mark(self._clock_ns(), wall, note)
 
     async def stop(self) -> None:
         """Finish the session, write the footers, close the file; returns when done."""
@@ -249,6 +274,12 @@ class LiveRecorder:
             "progress": self.progress + self._writes,
             "derived_errors": rec.derived_errors,
             "derived": rec.session_summaries(),
+            "rate_hz": self.policy.rate_hz,
+            "session_start_us": self._pub_start_us if self._pub_open else None,
+            "laps_live": rec.live_summaries(),
+            "markers": rec.markers.placed,
+            "markers_dropped": rec.markers.dropped,
+            "trigger": {"record": "continuous"} if rec.gate is None else rec.gate.stats(),
             "per_source": {name: c.as_dict() for name, c in counters.items()},
         }
 
@@ -298,8 +329,18 @@ class LiveRecorder:
             self._rate_frames = 0
             self._rate_t = now
 
+    def _publish_frames(self, frames: np.ndarray, start_us: int) -> None:
+        """Every frame block the engine made (before any trigger gate), to the observers."""
+        hub = self.hub
+        if hub is None or not hub.wants_frames or len(frames) == 0:
+            return
+        rate = self.policy.rate_hz
+        ticks = frames["tick"]
+        times = start_us + (ticks.astype(np.int64) * 1_000_000 + rate // 2) // rate
+        hub.publish(LiveFrames(self.group, self.recorder.schema, join_records([frames]), times))
+
     def _publish(self, hub: ObserverHub, ops: list[Op]) -> None:
-        """Tell the observers what the engine just produced (before it reaches the disk)."""
+        """Tell the observers what goes to the files (sessions, markers), before it reaches the disk."""
         rate = self.policy.rate_hz
         for op in ops:
             if isinstance(op, FramesOp):
@@ -310,16 +351,18 @@ class LiveRecorder:
                     self._pub_first = int(ticks[0])
                 self._pub_last = int(ticks[-1])
                 self._pub_frames += len(ticks)
-                if hub.wants_frames:
-                    frames = op.frames.copy()
-                    times = self._pub_start_us + (ticks.astype(np.int64) * 1_000_000 + rate // 2) // rate
-                    hub.publish(LiveFrames(self.group, self.recorder.schema, frames, times))
+                if self.recorder.gate is None:
+                    self._publish_frames(op.frames, self._pub_start_us)
+                for m in op.marks:
+                    hub.publish(MarkerAdded(self.group, m.tick, m.wall_us, m.note))
             elif isinstance(op, BeginOp):
                 self._pub_start_us = op.start_us
+                self._pub_open = True
                 self._pub_frames, self._pub_first, self._pub_last = 0, None, None
                 reason = str(op.header.get("start_reason", "first"))
                 hub.publish(SessionStarted(self.group, reason, op.start_us))
             elif isinstance(op, EndOp):
+                self._pub_open = False
                 span = (
                     0
                     if self._pub_first is None or self._pub_last is None

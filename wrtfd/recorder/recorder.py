@@ -32,6 +32,9 @@ from wrtfd.errors import ConfigError, SchemaError
 from wrtfd.format import Schema
 from wrtfd.recorder.compose import END_REASONS, FOOTER_SOURCE_COUNTERS, TEXT_BYTES, compose_definition
 from wrtfd.recorder.files import DEFAULT_TEMPLATE, FileSink, check_template, join_records
+from wrtfd.recorder.markers import MarkerStamper
+from wrtfd.recorder.ops import BeginOp, EndOp, FramesOp, Op
+from wrtfd.recorder.trigger import TriggerGate, TriggerPolicy
 from wrtfd.scheduler import (
     FrameBlock,
     MergePolicy,
@@ -52,6 +55,7 @@ __all__ = [
     "RecorderPolicy",
     "Replayer",
     "SourceSpec",
+    "TriggerPolicy",
     "replay",
 ]
 
@@ -121,26 +125,6 @@ class RecorderPolicy:
         check_template(self.file_template)
 
 
-@dataclass(frozen=True, slots=True)
-class BeginOp:
-    header: Mapping[str, Any]
-    start_us: int
-
-
-@dataclass(frozen=True, slots=True)
-class FramesOp:
-    frames: np.ndarray
-    summary: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class EndOp:
-    footer: Mapping[str, Any]
-
-
-Op = BeginOp | FramesOp | EndOp
-
-
 def _text(value: object) -> str:
     """``value`` as text that fits a header text field (cut on a UTF-8 character boundary)."""
     raw = str(value).replace("\0", " ").encode("utf-8", "replace")[:TEXT_BYTES]
@@ -163,6 +147,7 @@ class Recorder:
         origin: tuple[int, int] | None = None,
         flush_each_batch: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        trigger: TriggerPolicy | None = None,
     ) -> None:
         policy.check()
         self.policy = policy
@@ -212,6 +197,23 @@ class Recorder:
         self.derived_errors = 0
         self.frames_out = 0
         self.dropped_ticks = 0
+        #: Markers asked for and written into the frames (see :meth:`mark`).
+        self.markers = MarkerStamper()
+        self._session_start_ns: int | None = None
+        #: ``record = "triggered"``: the gate between these operations and the sink.
+        self.gate = (
+            None
+            if trigger is None
+            else TriggerGate(
+                trigger,
+                rate_hz=policy.rate_hz,
+                frame_dtype=self.schema.frame_dtype,
+                summaries=self._summaries,
+            )
+        )
+        #: Told of every frame block before the gate (live views); ``(frames, session tick-0 us)``.
+        self.on_frames: Callable[[np.ndarray, int], None] | None = None
+        self._live_start_us = 0
 
     # -- engine (no I/O) -------------------------------------------------------------------------
 
@@ -241,6 +243,16 @@ class Recorder:
     def request_new_session(self) -> None:
         self.scheduler.request_new_session("request")
 
+    def mark(self, now_ns: int, wall_us: int, note: str = "") -> int | None:
+        """Ask for a marker at the tick of ``now_ns`` (the engine's clock) in the session in
+        progress; it is written into the frames from that tick on. Returns the tick, or None when
+        no session is in progress (nothing to mark) or too many markers wait."""
+        start = self._session_start_ns
+        if start is None or not self.scheduler.in_session:
+            return None
+        tick = max(0, (now_ns - start) * self.policy.rate_hz // 1_000_000_000)
+        return tick if self.markers.request(tick, wall_us, note) else None
+
     def _header(self, ev: SessionStarted) -> dict[str, Any]:
         header: dict[str, Any] = {"start_reason": ev.reason}
         order = self._drivers + [s.name for s in self.sources if s.name not in self._drivers]
@@ -267,6 +279,21 @@ class Recorder:
         ``lap_count``, ``best_lap_ms``, ...); empty outside a session. For status, not files."""
         return self._summaries() if self.scheduler.in_session else {}
 
+    def live_summaries(self) -> dict[str, Any]:
+        """What derived plug-ins with a ``live()`` method say now (laps: last and best lap with
+        sectors), for the page; empty outside a session. Never part of a file."""
+        out: dict[str, Any] = {}
+        if not self.scheduler.in_session:
+            return out
+        for d in self.derived:
+            live = getattr(d, "live", None)
+            if live is not None:
+                try:
+                    out[d.name] = live()
+                except Exception:  # a plug-in's bug must not stop the recording
+                    self.derived_errors += 1
+        return out
+
     def _summaries(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for d in self.derived:
@@ -284,20 +311,28 @@ class Recorder:
                 frames = ev.frames
                 if self.derived:
                     self._derive(frames)
+                marks = self.markers.stamp(frames)
                 self.frames_out += len(frames)
                 self.dropped_ticks += ev.dropped_ticks
-                ops.append(FramesOp(frames, None))
+                if self.on_frames is not None:
+                    self.on_frames(frames, self._live_start_us)
+                ops.append(FramesOp(frames, None, tuple(marks)))
             elif isinstance(ev, SessionStarted):
                 self.sessions_started += 1
+                self.markers.reset()
+                self._session_start_ns = ev.start_ns
                 for d in self.derived:
                     try:
                         d.start_session()
                     except Exception:  # a plug-in's bug must not stop the recording
                         self.derived_errors += 1
-                ops.append(BeginOp(self._header(ev), self.wall_us(ev.start_ns)))
+                self._live_start_us = self.wall_us(ev.start_ns)
+                ops.append(BeginOp(self._header(ev), self._live_start_us))
             else:
+                self.markers.reset()
+                self._session_start_ns = None
                 ops.append(EndOp(self._footer(ev)))
-        return ops
+        return ops if self.gate is None else self.gate.feed(ops)
 
     def _derive(self, frames: np.ndarray) -> None:
         ticks = frames["tick"]
@@ -370,6 +405,7 @@ class Replayer:
         metadata: Mapping[str, str] | None = None,
         derived: Sequence[Any] = (),
         batch_frames: int = 8192,
+        trigger: TriggerPolicy | None = None,
     ) -> None:
         half_tick_us = -(-500_000 // policy.rate_hz)
         if start_timestamp_us < half_tick_us:
@@ -377,26 +413,39 @@ class Replayer:
                 f"start_timestamp_us must be at least {half_tick_us} at {policy.rate_hz} Hz "
                 "(tick 0 starts half a tick before the first sample)"
             )
-        self.recorder = Recorder(sources, policy, derived, metadata=metadata, flush_each_batch=False)
+        self.recorder = Recorder(
+            sources, policy, derived, metadata=metadata, flush_each_batch=False, trigger=trigger
+        )
         self._start_us = start_timestamp_us
         self._batch_frames = batch_frames
         self._pending: list[Op] = []
         self._queued = 0
         self._count = 0
 
+    def start_at(self, rx_ns: int) -> None:
+        """Fix the origin (``start_timestamp_us`` is the wall time of ``rx_ns``); once."""
+        if self.recorder._origin is None:
+            self.recorder.set_origin(rx_ns, self._start_us)
+
     def push(self, sample: Sample) -> None:
-        rec = self.recorder
-        if rec._origin is None:
-            rec.set_origin(sample.rx_ns, self._start_us)
-        ops = rec.advance(sample.rx_ns, flush=self._count % 1024 == 1023)
+        self.start_at(sample.rx_ns)
+        self._take(self.recorder.advance(sample.rx_ns, flush=self._count % 1024 == 1023))
         self._count += 1
+        self.recorder.push(sample)
+
+    def mark(self, rx_ns: int, note: str) -> None:
+        """A marker asked for at ``rx_ns`` (as ``POST /api/mark`` would be), after :meth:`start_at`."""
+        rec = self.recorder
+        self._take(rec.advance(rx_ns, flush=True))
+        rec.mark(rx_ns, rec.wall_us(rx_ns), note)
+
+    def _take(self, ops: list[Op]) -> None:
         if ops:
             self._pending.extend(ops)
             self._queued += sum(len(o.frames) for o in ops if isinstance(o, FramesOp))
             if self._queued >= self._batch_frames:
-                rec.apply(self._pending)
+                self.recorder.apply(self._pending)
                 self._pending, self._queued = [], 0
-        rec.push(sample)
 
     def finish(self) -> list[Path]:
         """End the session, write everything, close the file; returns the files written."""
@@ -422,11 +471,15 @@ def replay(
     metadata: Mapping[str, str] | None = None,
     derived: Sequence[Any] = (),
     batch_frames: int = 8192,
+    marks: Sequence[tuple[int, str]] = (),
+    trigger: TriggerPolicy | None = None,
 ) -> list[Path]:
     """Record ``samples`` (in receive order) as the daemon would; returns the files written.
 
     Driven by the samples' ``rx_ns`` only: the same samples and ``start_timestamp_us`` give the
     same bytes. ``start_timestamp_us`` is the wall-clock time of the first sample's ``rx_ns``.
+    ``marks`` are markers ``(rx_ns, note)`` asked for at those times (as ``POST /api/mark``
+    would be); ``trigger`` records as a ``record = "triggered"`` group does.
 
     :raises ConfigError: a bad policy or definition, or a start too close to 0 for the tick grid.
     """
@@ -437,9 +490,14 @@ def replay(
         metadata=metadata,
         derived=derived,
         batch_frames=batch_frames,
+        trigger=trigger,
     )
+    todo = sorted(marks)
     try:
         for sample in samples:
+            replayer.start_at(sample.rx_ns)
+            while todo and todo[0][0] <= sample.rx_ns:
+                replayer.mark(*todo.pop(0))
             replayer.push(sample)
     except BaseException:
         replayer.close()

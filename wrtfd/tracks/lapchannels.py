@@ -168,6 +168,25 @@ class LapChannels:
         out["track_sector"] = self._track_sector
         out["offset"] = self._offset
 
+    def live(self) -> dict[str, Any]:
+        """The last and the best completed lap with sector times (for the live page)."""
+
+        def lap(one: Any) -> dict[str, Any] | None:
+            if one is None:
+                return None
+            return {
+                "number": one.number,
+                "time_s": round(one.time_s, 3),
+                "sectors_s": [round(s, 3) for s in one.sector_times_s],
+            }
+
+        laps = self.detector.laps
+        return {
+            "lap_count": len(laps),
+            "last": lap(laps[-1] if laps else None),
+            "best": lap(self.detector.best_lap),
+        }
+
     def summary(self) -> Mapping[str, Any]:
         best = self.detector.best_lap
         return {

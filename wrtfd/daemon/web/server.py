@@ -1,0 +1,284 @@
+"""Serving the app with hypercorn inside the daemon's task group, on a socket we own.
+
+Why hypercorn (``docs/web.md``): its documented ``serve(app, config, shutdown_trigger=...)``
+installs no signal handlers (the daemon owns SIGTERM/SIGINT/SIGHUP/SIGUSR1), it runs on the
+daemon's asyncio loop, and it bounds what a client can make it hold: the request head (h11's
+``h11_max_incomplete_size``: 431 past it) and the time to send it (the keep-alive timer runs from
+the moment a connection opens until a complete request head has arrived, so a slow-header client
+is cut off after ``keep_alive_timeout``).
+
+What it does not bound is the number of connections, so the listening socket is ours
+(:class:`CappedListener`): past ``max_connections`` a new connection is accepted and closed at
+once, counted in :attr:`StatusServer.refused_connections`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import socket
+from collections.abc import Callable
+from typing import Any, cast
+
+import anyio
+import anyio.abc
+from hypercorn.asyncio import serve as hypercorn_serve
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.config import Sockets
+
+from wrtfd.daemon.web.access import AccessPolicy
+from wrtfd.daemon.web.live import Broadcaster
+from wrtfd.daemon.web.routes import Actions, Guard, build_app
+
+__all__ = ["MAX_HEAD_BYTES", "CappedListener", "StatusServer", "WebLimits", "web_server"]
+
+log = logging.getLogger("wrtfd.web")
+
+#: A request head (request line and headers) bigger than this is answered 431 and cut.
+MAX_HEAD_BYTES = 8192
+
+
+class _CountedSocket(socket.socket):
+    """An accepted connection that tells its listener when it is closed."""
+
+    def __init__(self, listener: CappedListener, family: int, type_: int, proto: int, fileno: int) -> None:
+        super().__init__(family, type_, proto, fileno)
+        self._listener: CappedListener | None = listener
+
+    def close(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.open_connections -= 1
+        super().close()
+
+
+class CappedListener(socket.socket):
+    """A listening TCP socket that keeps at most ``limit`` accepted connections open."""
+
+    def __init__(self, family: int, limit: int) -> None:
+        super().__init__(family, socket.SOCK_STREAM)
+        self.limit = limit
+        self.open_connections = 0
+        self.refused = 0
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        while True:
+            conn, addr = super().accept()  # BlockingIOError when none waits: the loop's signal
+            if self.open_connections >= self.limit:
+                self.refused += 1
+                conn.close()
+                continue
+            counted = _CountedSocket(self, conn.family, conn.type, conn.proto, conn.detach())
+            self.open_connections += 1
+            return counted, addr
+
+
+class _Config(HypercornConfig):
+    """hypercorn's config, serving on our socket instead of binding its own."""
+
+    def __init__(self, listener: CappedListener) -> None:
+        super().__init__()
+        self._listener = listener
+
+    def create_sockets(self) -> Sockets:
+        return Sockets(secure_sockets=[], insecure_sockets=[self._listener], quic_sockets=[])
+
+
+class WebLimits:
+    """Bounds of the server (defaults for a recorder on a small computer)."""
+
+    def __init__(
+        self,
+        *,
+        max_connections: int = 64,
+        max_requests: int = 32,
+        keep_alive_timeout_s: float = 5.0,
+        max_head_bytes: int = MAX_HEAD_BYTES,
+    ) -> None:
+        self.max_connections = max_connections
+        self.max_requests = max_requests
+        self.keep_alive_timeout_s = keep_alive_timeout_s
+        self.max_head_bytes = max_head_bytes
+
+
+class StatusServer:
+    """The daemon's HTTP server; ``port`` is the bound port once :meth:`serve` has started.
+
+    ``snapshot`` alone gives the status endpoints; ``actions`` adds marks and new sessions,
+    ``broadcaster`` the page and its pushed updates.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        snapshot: Callable[[], dict[str, Any]],
+        *,
+        policy: AccessPolicy | None = None,
+        actions: Actions | None = None,
+        broadcaster: Broadcaster | None = None,
+        limits: WebLimits | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.limits = limits or WebLimits()
+        self.policy = policy or AccessPolicy.build(host, None)
+        self.broadcaster = broadcaster
+        self.actions: Actions = actions or _ReadOnly(snapshot)
+        self.app: Guard = build_app(
+            self.policy,
+            self.actions,
+            broadcaster,
+            max_requests=self.limits.max_requests,
+            max_head_bytes=self.limits.max_head_bytes,
+        )
+        self._listener: CappedListener | None = None
+        self._shutdown = anyio.Event()
+        self._stopped = anyio.Event()
+
+    @property
+    def refused_connections(self) -> int:
+        return 0 if self._listener is None else self._listener.refused
+
+    @property
+    def open_connections(self) -> int:
+        return 0 if self._listener is None else self._listener.open_connections
+
+    def stats(self) -> dict[str, Any]:
+        b = self.broadcaster
+        return {
+            "open_connections": self.open_connections,
+            "refused_connections": self.refused_connections,
+            "refused_requests": dict(self.app.refused),
+            "pages": 0 if b is None else len(b.subscribers),
+            "pushes": 0 if b is None else b.pushes,
+            "marks": self.app.handlers.marks,
+        }
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Bind, report the port, serve until cancelled; raises OSError when the port is taken."""
+        port = await self.serve_until_bound()
+        task_status.started(port)
+        await self.serve_forever()
+
+    async def serve_until_bound(self) -> int:
+        """Bind the listener (OSError if the address is taken); returns the bound port."""
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = CappedListener(family, self.limits.max_connections)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.port))
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._listener = sock
+        self.port = int(sock.getsockname()[1])
+        return self.port
+
+    def _config(self, listener: CappedListener) -> _Config:
+        config = _Config(listener)
+        config.keep_alive_timeout = self.limits.keep_alive_timeout_s
+        config.h11_max_incomplete_size = self.limits.max_head_bytes
+        config.h2_max_concurrent_streams = 8
+        config.h2_max_header_list_size = self.limits.max_head_bytes
+        config.read_timeout = None  # the keep-alive timer and the app's body timeout bound reads
+        config.graceful_timeout = 1.0
+        config.include_server_header = False
+        config.accesslog = None
+        config.errorlog = logging.getLogger("wrtfd.web.server")
+        config.loglevel = "WARNING"
+        return config
+
+    async def serve_forever(self) -> None:
+        """Serve until :meth:`aclose` or cancellation (which shuts the server down gracefully).
+
+        hypercorn runs in an asyncio task of its own: its ``asyncio.TaskGroup`` cancels and
+        uncancels its parent task on shutdown, which must not be an anyio task (anyio would take
+        the leftover cancellation for its own and cancel the daemon's task group).
+        """
+        listener = self._listener
+        if listener is None:
+            raise RuntimeError("serve_until_bound() first")
+        app = cast(Any, self.app)  # an ASGI 3 app; hypercorn's typing wants its own scope types
+        task = asyncio.get_running_loop().create_task(
+            hypercorn_serve(app, self._config(listener), shutdown_trigger=self._shutdown.wait)
+        )
+        try:
+            await asyncio.shield(task)
+        finally:
+            if not task.done():
+                self._shutdown.set()
+                with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
+                    await asyncio.wait([task])
+                if not task.done():
+                    task.cancel()
+            self._stopped.set()
+            listener.close()
+
+    async def aclose(self, timeout_s: float = 2.0) -> None:
+        """Stop serving: update streams end (pages reconnect to the next daemon), then the server."""
+        if self.broadcaster is not None:
+            self.broadcaster.close()
+        self._shutdown.set()
+        with anyio.move_on_after(timeout_s):
+            await self._stopped.wait()
+
+
+class _ReadOnly:
+    """Actions of a server without a recorder behind it (status endpoints only)."""
+
+    def __init__(self, snapshot: Callable[[], dict[str, Any]]) -> None:
+        self.snapshot = snapshot
+
+    def mark(self, note: str) -> dict[str, int]:
+        return {}
+
+    def new_session(self) -> None:
+        return None
+
+
+def web_server(daemon: Any, config: Any, token: str | None) -> StatusServer:
+    """The daemon's server from its config (``[status]`` where, ``[web]`` what and for whom).
+
+    ``daemon`` offers ``snapshot``, ``mark``, ``new_session`` and ``output_dir``; ``token`` is
+    ``[web] token`` or None (then a generated one is used off loopback, and logged).
+    """
+    from wrtfd.daemon.web.access import TOKEN_FILE, resolve_token
+    from wrtfd.daemon.web.live import LiveView
+
+    st, web = config.status, config.web
+    resolved = resolve_token(token or web.token, st.host, daemon.output_dir) if web.enabled else None
+    if resolved is not None and not (token or web.token):
+        log.warning(
+            "web: listening on %s; changes (mark, new session) need the token %s (kept in %s)."
+            " Open the page once as http://HOST:%d/?token=%s",
+            st.host,
+            resolved,
+            daemon.output_dir / TOKEN_FILE,
+            st.port,
+            resolved,
+        )
+    if web.enabled:
+        policy = AccessPolicy.build(
+            st.host, resolved, public_read=web.public_read, allowed_hosts=web.allowed_hosts
+        )
+    else:  # status endpoints only, as they always were: readable by whoever reaches them
+        policy = AccessPolicy(st.host, None, secrets.token_urlsafe(24), public_read=True)
+    broadcaster = None
+    if web.enabled:
+        broadcaster = Broadcaster(
+            LiveView(web.channels), daemon.snapshot, push_hz=web.push_hz, max_subscribers=web.max_pages
+        )
+    limits = WebLimits(max_connections=web.max_connections)
+    return StatusServer(
+        st.host,
+        st.port,
+        daemon.snapshot,
+        policy=policy,
+        actions=daemon,
+        broadcaster=broadcaster,
+        limits=limits,
+    )
