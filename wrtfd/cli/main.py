@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "wrtfd.cli.run",
     "wrtfd.cli.config_cmd",
     "wrtfd.cli.status_cmd",
+    "wrtfd.cli.fleet_cmd",
     "wrtfd.cli.service_cmd",
     "wrtfd.cli.info",
     "wrtfd.cli.validate",

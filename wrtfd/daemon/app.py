@@ -21,7 +21,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -53,6 +53,8 @@ STATUS_NOTIFY_S = 2.0
 STATUS_RETRY_S = 5.0
 #: A source that neither binds nor fails within this long does not hold up READY=1.
 SOURCES_READY_TIMEOUT_S = 20.0
+#: At stop, the fleet gets this long to queue the last files and send the last status.
+FLEET_CLOSE_S = 1.5
 
 
 class LiveRecorder(Protocol):
@@ -70,6 +72,20 @@ class LiveRecorder(Protocol):
 
     def stats_snapshot(self) -> dict[str, Any]:
         """Counters; ``state`` is ok | stalled | failing | stopped, ``write_pending_s`` the stall."""
+
+
+class FleetLink(Protocol):
+    """What the daemon uses of :class:`wrtfd.fleet.publisher.FleetPublisher`."""
+
+    def start(self) -> None: ...
+
+    async def run_status(self, snapshot: Callable[[], Mapping[str, Any]]) -> None: ...
+
+    async def close(self, timeout_s: float = ...) -> None: ...
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+    def problem(self) -> str | None: ...
 
 
 @dataclass(slots=True)
@@ -98,6 +114,7 @@ class Daemon:
         *,
         env: Mapping[str, str] | None = None,
         hub: ObserverHub | None = None,
+        fleet: FleetLink | None = None,
     ) -> None:
         self.loaded = loaded
         #: Every group's recorder publishes here; the journal, the page, the fleet... observe it.
@@ -117,6 +134,8 @@ class Daemon:
         self.signals_seen: dict[str, int] = {}
         self.watchdog_sent = 0
         self.exit_code = EXIT_OK
+        #: The fleet publisher (``[fleet]``, issue 18): an observer of the hub with a thread of its own.
+        self.fleet = fleet
 
     # --- snapshot for /status, /metrics, /healthz and STATUS= --------------------------------
 
@@ -144,6 +163,8 @@ class Daemon:
             "recorder": rec,
             "disk": dict(self.disk),
         }
+        if self.fleet is not None:
+            snap_all["fleet"] = self.fleet.snapshot()
         problems = health_problems(snap_all)
         snap_all["healthy"] = not problems
         snap_all["problems"] = problems
@@ -159,6 +180,9 @@ class Daemon:
         text = f"{up}/{len(s['sources'])} sources up, {fps:.0f} frames/s, {where}"
         if rec.get("state") != "ok":
             text += f", recorder {rec['state']}"
+        fleet_problem = self.fleet.problem() if self.fleet is not None else None
+        if fleet_problem:
+            text += f", fleet {fleet_problem}"
         return text
 
     # --- tasks ---------------------------------------------------------------------------------
@@ -266,6 +290,9 @@ class Daemon:
         )
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._signals)
+            if self.fleet is not None:  # before the recorder: it must see every file open
+                self.fleet.start()
+                tg.start_soon(self.fleet.run_status, self.snapshot)
             await tg.start(self.recorder.run)
             async with anyio.create_task_group() as sources_tg:
                 for h in self.handles:
@@ -339,6 +366,8 @@ class Daemon:
             os._exit(EXIT_FAILURE)
         else:
             log.info("stopped: every session and file finalized in %.2f s", took)
+        if self.fleet is not None:  # the last files into the upload queue, the last events out
+            await self.fleet.close(FLEET_CLOSE_S)
 
 
 def run_daemon(config_path: Path | None) -> int:

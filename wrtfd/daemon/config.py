@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from wrtfd.errors import ConfigError
+from wrtfd.fleet.config import FleetConfig
 from wrtfd.sources.udp import DEFAULT_READ_INTERVAL_S
 
 __all__ = [
@@ -319,6 +320,8 @@ class Config(_Model):
     status: StatusConfig = Field(default_factory=StatusConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    #: Live telemetry and uploads to the team's NATS server (docs/fleet.md); absent: none.
+    fleet: FleetConfig | None = None
 
     @model_validator(mode="after")
     def _unique_sources(self) -> Config:

@@ -351,6 +351,7 @@ def check_buildable(loaded: LoadedConfig) -> list[BuiltSource]:
     """What ``wrtfd config check`` adds to validation: every decoder, source and policy builds."""
     built = build_sources(loaded)
     _recorder(loaded, built, loaded.output_dir())
+    build_fleet(loaded, loaded.output_dir())
     return built
 
 
@@ -382,4 +383,25 @@ def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Any:
         )
         for b in built
     ]
-    return Daemon(loaded, handles, recorder, output_dir, env=env, hub=hub)
+    fleet = build_fleet(loaded, output_dir)
+    if fleet is not None:
+        hub.add(fleet)
+    return Daemon(loaded, handles, recorder, output_dir, env=env, hub=hub, fleet=fleet)
+
+
+def build_fleet(loaded: LoadedConfig, output_dir: Path) -> Any:
+    """The fleet publisher of ``[fleet]`` (None without one); ConfigError for bad files or no nats-py."""
+    cfg = loaded.config.fleet
+    if cfg is None:
+        return None
+    from wrtfd.fleet.client import FleetError, require_nats
+    from wrtfd.fleet.config import fleet_settings
+    from wrtfd.fleet.publisher import FleetPublisher
+
+    where = f"{loaded.origin}: fleet"
+    try:
+        require_nats()
+    except FleetError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    settings = fleet_settings(cfg, resolve=loaded.resolve, output_dir=output_dir, where=where)
+    return FleetPublisher(settings, output_dir=output_dir)

@@ -1,0 +1,296 @@
+"""``wrtfd collect``: mirror the team's object store bucket into a directory.
+
+Atomic per file: an object is written to ``.<name>.part`` beside its target, its SHA-256 checked
+against the object's digest (and the rig's ``Wrtfd-Sha256`` header), fsynced, then renamed into
+place; a failed or interrupted download leaves no file under the target name. Idempotent: an
+index (``.wrtfd-collect.json`` in the directory) remembers what each local file was downloaded
+from (object nuid, digest, size, mtime), so a second run downloads nothing and hashes nothing;
+a local file the index does not know is hashed once and kept if it already matches.
+
+Object names come from the server and are untrusted: only relative names of safe components
+(``[-_=.a-zA-Z0-9]``, no ``.``/``..``, bounded length and depth) are written; others are skipped
+and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import io
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wrtfd.fleet.client import FleetError, connect, describe_error
+from wrtfd.fleet.config import ConnectOptions
+from wrtfd.fleet.queue import write_atomic
+
+__all__ = ["INDEX_NAME", "CollectReport", "collect", "safe_relative"]
+
+INDEX_NAME = ".wrtfd-collect.json"
+MAX_INDEX_BYTES = 64 << 20
+MAX_NAME = 1024
+MAX_DEPTH = 8
+_COMPONENT = re.compile(r"^[-_=.a-zA-Z0-9]{1,255}$")
+
+Progress = Callable[[str, int, int], None]
+
+
+def safe_relative(name: str) -> Path | None:
+    """The object name as a relative path, or None when it cannot be one safely."""
+    if not name or len(name) > MAX_NAME or name.startswith("/"):
+        return None
+    parts = name.split("/")
+    if len(parts) > MAX_DEPTH:
+        return None
+    for part in parts:
+        if part in (".", "..") or not _COMPONENT.match(part) or part.startswith("."):
+            return None
+    return Path(*parts)
+
+
+@dataclass(slots=True)
+class CollectReport:
+    downloaded: list[str] = field(default_factory=list)
+    downloaded_bytes: int = 0
+    present: int = 0
+    skipped_names: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+class _FileSink(io.RawIOBase):
+    def __init__(self, f: Any) -> None:
+        self.f = f
+        self.hash = hashlib.sha256()
+        self.size = 0
+        self.on_write: Callable[[int], None] = lambda n: None
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        self.f.write(b)
+        self.hash.update(b)
+        self.size += len(b)
+        self.on_write(self.size)
+        return len(b)
+
+
+def _digest_bytes(info: Any) -> bytes | None:
+    text = str(info.digest or "")
+    if not text.upper().startswith("SHA-256="):
+        return None
+    try:
+        return base64.urlsafe_b64decode(text[len("SHA-256=") :])
+    except ValueError:
+        return None
+
+
+def _header_sha(info: Any) -> str | None:
+    value = (info.headers or {}).get("Wrtfd-Sha256")
+    if isinstance(value, list) and value:
+        value = value[0]
+    return value.lower() if isinstance(value, str) else None
+
+
+def _sha_file(path: Path) -> bytes:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.digest()
+
+
+def _load_index(path: Path) -> dict[str, dict[str, Any]]:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_INDEX_BYTES + 1)
+        doc = json.loads(data) if len(data) <= MAX_INDEX_BYTES else {}
+    except (OSError, ValueError):
+        return {}
+    objects = doc.get("objects") if isinstance(doc, dict) else None
+    return {k: v for k, v in objects.items() if isinstance(v, dict)} if isinstance(objects, dict) else {}
+
+
+class Collector:
+    """One connection, one bucket, one directory."""
+
+    def __init__(self, store: Any, into: Path, *, rig: str | None, progress: Progress | None) -> None:
+        self.store = store
+        self.into = into
+        self.rig = rig
+        self.progress = progress
+        self.index_path = into / INDEX_NAME
+        self.index = _load_index(self.index_path)
+        self.report = CollectReport()
+
+    def _known(self, info: Any, target: Path) -> bool:
+        entry = self.index.get(info.name)
+        try:
+            st = target.stat()
+        except OSError:
+            return False
+        seen = None if entry is None else (entry.get("digest"), entry.get("size"), entry.get("mtime_ns"))
+        return seen == (info.digest, st.st_size, st.st_mtime_ns)
+
+    async def one(self, info: Any) -> None:
+        if info.deleted or (info.options is not None and info.options.link is not None):
+            return
+        if self.rig is not None and not info.name.startswith(f"{self.rig}/"):
+            return
+        rel = safe_relative(info.name)
+        if rel is None:
+            self.report.skipped_names.append(info.name)
+            return
+        target = self.into / rel
+        if self._known(info, target):
+            self.report.present += 1
+            return
+        want = _digest_bytes(info)
+        if want is None:
+            self.report.failed.append(f"{info.name}: no SHA-256 digest")
+            return
+        same_size = target.is_file() and target.stat().st_size == info.size
+        if same_size and await asyncio.to_thread(_sha_file, target) == want:  # there, not indexed
+            self._remember(info, target)
+            self.report.present += 1
+            return
+        try:
+            await self._download(info, target, want)
+        except (OSError, FleetError) as exc:
+            self.report.failed.append(f"{info.name}: {exc}")
+            return
+        self.report.downloaded.append(info.name)
+        self.report.downloaded_bytes += int(info.size or 0)
+
+    def _remember(self, info: Any, target: Path) -> None:
+        st = target.stat()
+        self.index[info.name] = {
+            "nuid": info.nuid,
+            "digest": info.digest,
+            "size": st.st_size,
+            "mtime_ns": st.st_mtime_ns,
+        }
+
+    async def _download(self, info: Any, target: Path, want: bytes) -> None:
+        from nats.js.errors import DigestMismatchError
+
+        await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.part")
+        size = int(info.size or 0)
+        try:
+            with await asyncio.to_thread(open, tmp, "wb") as f:
+                sink = _FileSink(f)
+                if self.progress is not None:
+                    progress = self.progress
+                    sink.on_write = lambda n: progress(info.name, n, size)
+                try:
+                    await asyncio.wait_for(self.store.get(info.name, writeinto=sink), 60.0 + size / (1 << 20))
+                except DigestMismatchError:
+                    raise FleetError("content does not match the object's digest") from None
+                except TimeoutError:
+                    raise FleetError("download timed out") from None
+                except Exception as exc:
+                    if isinstance(exc, FleetError | OSError):
+                        raise
+                    raise FleetError(describe_error(exc)) from None
+                f.flush()
+                os.fsync(f.fileno())
+            got = sink.hash.digest()
+            if sink.size != size or got != want:
+                raise FleetError(f"got {sink.size} bytes with another SHA-256 than the object's")
+            header = _header_sha(info)
+            if header is not None and header != got.hex():
+                raise FleetError("content does not match the rig's Wrtfd-Sha256 header")
+            os.replace(tmp, target)
+            with contextlib.suppress(OSError):
+                fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+        self._remember(info, target)
+
+    def save_index(self) -> None:
+        doc = {"v": 1, "objects": self.index}
+        write_atomic(self.index_path, json.dumps(doc, separators=(",", ":")).encode())
+
+
+async def _open_store(js: Any, bucket: str) -> Any:
+    from nats.js.errors import BucketNotFoundError
+
+    try:
+        return await js.object_store(bucket)
+    except BucketNotFoundError:
+        raise FleetError(f"no bucket {bucket!r} on the server (no rig has uploaded yet?)") from None
+
+
+async def collect(
+    options: ConnectOptions,
+    bucket: str,
+    into: Path,
+    *,
+    rig: str | None = None,
+    follow: bool = False,
+    progress: Progress | None = None,
+    on_file: Callable[[str, CollectReport], None] | None = None,
+) -> CollectReport:
+    """Mirror ``bucket`` into ``into``; with ``follow`` keep mirroring new objects until cancelled."""
+    await asyncio.to_thread(into.mkdir, parents=True, exist_ok=True)
+    nc = await connect(options, name="wrtfd collect")
+    try:
+        js = nc.jetstream(timeout=10.0)
+        try:
+            store = await _open_store(js, bucket)
+            # The latest info of every object, then None, then (following) each new one.
+            watcher = await store.watch(ignore_deletes=True)
+        except FleetError:
+            raise
+        except Exception as exc:
+            raise FleetError(f"{options.shown}: {describe_error(exc)}") from None
+        collector = Collector(store, into, rig=rig, progress=progress)
+        try:
+            await _mirror(watcher, collector, follow, on_file)
+        finally:
+            collector.save_index()
+            with contextlib.suppress(Exception):
+                await watcher.stop()
+        return collector.report
+    finally:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(nc.close(), 2.0)
+
+
+async def _mirror(
+    watcher: Any, collector: Collector, follow: bool, on_file: Callable[[str, CollectReport], None] | None
+) -> None:
+    listed = False
+    while True:
+        try:
+            info = await watcher.updates(timeout=10.0)
+        except TimeoutError:
+            if not listed:
+                raise FleetError("the server did not list the bucket in time") from None
+            collector.save_index()
+            continue
+        if info is None:
+            listed = True
+            if not follow:
+                return
+            continue
+        before = len(collector.report.downloaded)
+        await collector.one(info)
+        if len(collector.report.downloaded) > before:
+            if listed:
+                collector.save_index()
+            if on_file is not None:
+                on_file(info.name, collector.report)
