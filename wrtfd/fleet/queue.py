@@ -50,10 +50,10 @@ def object_name(rig: str, relative: str) -> str:
     safe = _OBJECT_SAFE.sub("_", rel)
     parts = [p for p in safe.split("/") if p not in ("", ".", "..")]
     safe = "/".join(parts)
-    if safe != rel:
+    if safe != rel or not safe:
         digest = hashlib.sha256(rel.encode("utf-8", "surrogateescape")).hexdigest()[:8]
         stem, dot, ext = safe.rpartition(".")
-        safe = f"{stem}-{digest}.{ext}" if dot and stem else f"{safe}-{digest}"
+        safe = f"{stem}-{digest}.{ext}" if dot and stem else f"{safe or 'unnamed'}-{digest}"
     return f"{rig}/{safe}"
 
 
