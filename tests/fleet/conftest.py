@@ -33,7 +33,9 @@ def forza_schema(tmp_path: Path) -> Schema:
     return rec.schema
 
 
-def forza_frames(schema: Schema, n: int, *, first_tick: int = 0, rate_hz: int = 60) -> tuple[np.ndarray, np.ndarray]:
+def forza_frames(
+    schema: Schema, n: int, *, first_tick: int = 0, rate_hz: int = 60
+) -> tuple[np.ndarray, np.ndarray]:
     """``n`` frames with distinct values (speed = tick / 10) and their wall times."""
     frames = np.zeros(n, dtype=schema.frame_dtype)
     ticks = np.arange(first_tick, first_tick + n, dtype=np.uint64)

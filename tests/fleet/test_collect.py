@@ -28,7 +28,9 @@ async def _upload(server: NatsServer, files: dict[str, Path]) -> None:
         return e
 
     for i, (name, path) in enumerate(files.items()):
-        await up.upload(UploadEntry(id=str(i), path=str(path), object=name, queued_us=i), headers={}, save=save)
+        await up.upload(
+            UploadEntry(id=str(i), path=str(path), object=name, queued_us=i), headers={}, save=save
+        )
     await nc.close()
 
 

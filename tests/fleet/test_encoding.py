@@ -128,7 +128,9 @@ def test_hostile_layouts_are_refused(schema) -> None:  # type: ignore[no-untyped
     blocks=st.lists(st.integers(1, 30), min_size=1, max_size=20),
     gaps=st.lists(st.integers(0, 50), min_size=20, max_size=20),
 )
-def test_decimation_keeps_one_frame_per_slot_across_blocks(hz: float, blocks: list[int], gaps: list[int]) -> None:
+def test_decimation_keeps_one_frame_per_slot_across_blocks(
+    hz: float, blocks: list[int], gaps: list[int]
+) -> None:
     dec = Decimator(hz)
     period_us = round(1e6 / hz)
     kept: list[int] = []

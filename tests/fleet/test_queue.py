@@ -45,7 +45,9 @@ def test_unreadable_entries_are_moved_aside_and_counted(tmp_path: Path) -> None:
     pending = tmp_path / "q" / "pending"
     (pending / "garbage.json").write_bytes(b"\x00\xff not json")
     (pending / "huge.json").write_bytes(b" " * (MAX_ENTRY_BYTES + 10))
-    (pending / "wrongtype.json").write_text('{"id": "wrongtype", "path": "p", "object": "o", "queued_us": "x"}')
+    (pending / "wrongtype.json").write_text(
+        '{"id": "wrongtype", "path": "p", "object": "o", "queued_us": "x"}'
+    )
     (pending / "renamed.json").write_text(good.to_json().decode())  # id does not match the name
     q2 = UploadQueue(tmp_path / "q")
     assert q2.open() == [good]

@@ -71,7 +71,9 @@ def data_file(tmp_path: Path) -> Path:
     return path
 
 
-async def test_an_upload_is_an_ordinary_object_with_the_files_checksum(nats_server: NatsServer, data_file: Path) -> None:
+async def test_an_upload_is_an_ordinary_object_with_the_files_checksum(
+    nats_server: NatsServer, data_file: Path
+) -> None:
     nc = await _client(nats_server)
     js = nc.jetstream()
     saved = Saved()
@@ -89,7 +91,9 @@ async def test_an_upload_is_an_ordinary_object_with_the_files_checksum(nats_serv
     await nc.close()
 
 
-async def test_an_interrupted_upload_resumes_where_the_server_is(nats_server: NatsServer, data_file: Path) -> None:
+async def test_an_interrupted_upload_resumes_where_the_server_is(
+    nats_server: NatsServer, data_file: Path
+) -> None:
     nc = await _client(nats_server)
     js = nc.jetstream()
     saved = Saved()
@@ -123,7 +127,9 @@ async def test_an_interrupted_upload_resumes_where_the_server_is(nats_server: Na
     await nc.close()
 
 
-async def test_chunks_that_are_not_a_clean_prefix_start_over(nats_server: NatsServer, data_file: Path) -> None:
+async def test_chunks_that_are_not_a_clean_prefix_start_over(
+    nats_server: NatsServer, data_file: Path
+) -> None:
     nc = await _client(nats_server)
     js = nc.jetstream()
     up = _uploader(js, [])
@@ -147,7 +153,9 @@ async def test_chunks_that_are_not_a_clean_prefix_start_over(nats_server: NatsSe
     await nc.close()
 
 
-async def test_a_file_already_uploaded_is_confirmed_not_sent_again(nats_server: NatsServer, data_file: Path) -> None:
+async def test_a_file_already_uploaded_is_confirmed_not_sent_again(
+    nats_server: NatsServer, data_file: Path
+) -> None:
     nc = await _client(nats_server)
     js = nc.jetstream()
     first = await _uploader(js, []).upload(_entry(data_file), headers={}, save=Saved())
@@ -159,7 +167,9 @@ async def test_a_file_already_uploaded_is_confirmed_not_sent_again(nats_server: 
     await nc.close()
 
 
-async def test_a_changed_file_or_a_new_version_replaces_the_old_chunks(nats_server: NatsServer, data_file: Path) -> None:
+async def test_a_changed_file_or_a_new_version_replaces_the_old_chunks(
+    nats_server: NatsServer, data_file: Path
+) -> None:
     nc = await _client(nats_server)
     js = nc.jetstream()
     saved = Saved()
