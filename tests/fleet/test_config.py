@@ -142,7 +142,7 @@ async def test_tls_with_the_teams_ca_connects_and_without_it_is_refused(tmp_path
         untrusting = ConnectOptions(
             servers=(server.url,), token=server.token, tls=ssl.create_default_context()
         )
-        with pytest.raises(FleetError, match="TLS|certificate"):
+        with pytest.raises(FleetError, match=r"TLS|certificate"):
             await connect(untrusting, name="tls test")
     finally:
         server.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import time
@@ -82,7 +83,7 @@ async def test_live_frames_status_and_events_reach_a_subscriber(
         if s == "wrtfd.rig-t.main.frames":
             ticks.extend(int(t) for t in decode_frames(p, layout)[1]["tick"])
     assert len(ticks) == 20  # 2 s at 10 Hz, from 120 frames at 60 Hz
-    assert ticks == sorted(ticks) and all(b - a == 6 for a, b in zip(ticks, ticks[1:], strict=False))
+    assert ticks == sorted(ticks) and all(b - a == 6 for a, b in itertools.pairwise(ticks))
     status = json.loads(next(p for s, p in got if s.endswith(".status")))
     assert status["rig"] == "rig-t" and status["state"] == "recording"
     event = json.loads(next(p for s, p in got if s.endswith(".events")))

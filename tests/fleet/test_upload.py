@@ -64,6 +64,18 @@ async def _count(js: Any, subject: str) -> int:
     return int((info.state.subjects or {}).get(subject, 0))
 
 
+def _read(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def _read_stat(path: Path) -> os.stat_result:
+    return path.stat()
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
+
+
 @pytest.fixture
 def data_file(tmp_path: Path) -> Path:
     path = tmp_path / "a.wrtf"
@@ -78,7 +90,7 @@ async def test_an_upload_is_an_ordinary_object_with_the_files_checksum(
     js = nc.jetstream()
     saved = Saved()
     result = await _uploader(js, []).upload(_entry(data_file), headers={"Wrtfd-Rig": "rig"}, save=saved)
-    content = data_file.read_bytes()
+    content = _read(data_file)
     sha = hashlib.sha256(content).hexdigest()
     assert result.sha256 == sha and result.size == len(content) and result.resumed_at_chunk == 0
     assert await _read_back(js, "rig/a.wrtf") == content  # nats-py's own get checks the digest too
@@ -121,8 +133,8 @@ async def test_an_interrupted_upload_resumes_where_the_server_is(
     js = nc.jetstream()
     result = await _uploader(js, []).upload(entry, headers={}, save=Saved())
     assert result.resumed_at_chunk == on_server
-    assert result.sent_bytes == len(data_file.read_bytes()) - on_server * CHUNK
-    assert await _read_back(js, "rig/a.wrtf") == data_file.read_bytes()
+    assert result.sent_bytes == len(_read(data_file)) - on_server * CHUNK
+    assert await _read_back(js, "rig/a.wrtf") == _read(data_file)
     assert await _count(js, chunk_subject("wrtfd", entry.nuid)) == 21  # nothing twice
     await nc.close()
 
@@ -134,7 +146,7 @@ async def test_chunks_that_are_not_a_clean_prefix_start_over(
     js = nc.jetstream()
     up = _uploader(js, [])
     await up.ensure_bucket()
-    content = data_file.read_bytes()
+    content = _read(data_file)
     subject = chunk_subject("wrtfd", "GAPPY")
     for i in (0, 1, 3):  # chunk 2 lost on the way (a connection that dropped), 3 arrived
         await js.publish(subject, content[i * CHUNK : (i + 1) * CHUNK], headers={CHUNK_HEADER: str(i)})
@@ -142,7 +154,7 @@ async def test_chunks_that_are_not_a_clean_prefix_start_over(
         _entry(data_file),
         nuid="GAPPY",
         size=len(content),
-        mtime_ns=data_file.stat().st_mtime_ns,
+        mtime_ns=_read_stat(data_file).st_mtime_ns,
         chunk_bytes=CHUNK,
     )
     saved = Saved()
@@ -176,12 +188,12 @@ async def test_a_changed_file_or_a_new_version_replaces_the_old_chunks(
     await _uploader(js, []).upload(_entry(data_file), headers={}, save=saved)
     old_nuid = saved.entries[-1].nuid
     assert old_nuid is not None
-    data_file.write_bytes(os.urandom(5 * CHUNK))  # repaired, re-recorded...: new content
+    _write(data_file, os.urandom(5 * CHUNK))  # repaired, re-recorded...: new content
     entry = saved.entries[-1]  # still carries the old size, time and nuid
     saved2 = Saved()
     result = await _uploader(js, []).upload(entry, headers={}, save=saved2)
     assert result.entry.nuid != old_nuid
-    assert await _read_back(js, "rig/a.wrtf") == data_file.read_bytes()
+    assert await _read_back(js, "rig/a.wrtf") == _read(data_file)
     assert await _count(js, chunk_subject("wrtfd", old_nuid)) == 0
     info = await js.stream_info("OBJ_wrtfd")
     assert info.state.messages == 5 + 1  # the new chunks and one info message

@@ -17,7 +17,7 @@ from rich.text import Text
 from wrtfd.daemon.status_view import format_age, format_bytes, format_lap
 from wrtfd.fleet.watch import Row
 
-__all__ = ["fleet_line", "render_fleet_status", "render_watch"]
+__all__ = ["render_fleet_status", "render_watch"]
 
 _STYLE = {
     "recording": "green",
@@ -83,26 +83,6 @@ def render_watch(rows: Sequence[Row], *, stamp: str = "") -> RenderableType:
     if not rows:
         return Group(head, Text("no rig has published yet", style="dim"))
     return Group(head, table)
-
-
-def fleet_line(fleet: Mapping[str, Any]) -> str:
-    """One line about a rig's fleet link (``wrtfd status``, ``wrtfd fleet status``)."""
-    uploads = _map(fleet.get("uploads"))
-    live = _map(fleet.get("live"))
-    parts = [f"{fleet.get('state', '-')}"]
-    if uploads.get("enabled", True):
-        text = f"uploads {_num(uploads.get('queued'))} queued ({format_bytes(uploads.get('queued_bytes'))})"
-        text += f", {_num(uploads.get('done'))} done"
-        current = _map(uploads.get("current"))
-        if current:
-            text += f", sending {current.get('object', '-')} {format_bytes(current.get('sent_bytes'))}"
-            text += f" of {format_bytes(current.get('size'))}"
-        parts.append(text)
-    if live:
-        parts.append(
-            f"live {_num(live.get('hz'), '{:g}')} Hz, {_num(live.get('dropped_total'))} frames dropped"
-        )
-    return "; ".join(parts)
 
 
 def render_fleet_status(

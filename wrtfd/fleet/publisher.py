@@ -126,6 +126,7 @@ class FleetPublisher:
         self.uploads_gone = 0
         self.upload_error: str | None = None
         self.uploading: dict[str, Any] | None = None
+        self.queue_loaded = False
         # -- fleet thread state ----------------------------------------------------------------
         self._nc: Any = None
         self._js: Any = None
@@ -244,6 +245,8 @@ class FleetPublisher:
             "uploads": {
                 "enabled": self.settings.upload,
                 "bucket": self.settings.bucket,
+                # the queue on disk has been read and the recording directory scanned
+                "loaded": self.queue_loaded,
                 "queued": self.uploads_queued,
                 "queued_bytes": self.uploads_queued_bytes,
                 "current": None if self.uploading is None else dict(self.uploading),
@@ -636,6 +639,7 @@ class FleetPublisher:
                 await self._enqueue(path)
             if found:
                 log.info("fleet: queued %d finished file(s) found in %s", len(found), self.output_dir)
+        self.queue_loaded = True
 
     def _track(self, entry: UploadEntry, size: int) -> None:
         old = self._sizes.get(entry.id)
