@@ -218,6 +218,36 @@ async def test_verification_compares_what_the_server_holds(nats_server: NatsServ
     await nc.close()
 
 
+async def test_content_verification_reads_the_chunks_not_the_claims(
+    nats_server: NatsServer, data_file: Path
+) -> None:
+    """An object whose info claims the file's digest, size and chunk count over other bytes."""
+    import json
+
+    from nats.js.api import ObjectInfo
+
+    from wrtfd.fleet.upload import digest_text, meta_subject
+
+    nc = await _client(nats_server)
+    js = nc.jetstream()
+    up = _uploader(js, [])
+    await up.ensure_bucket()
+    content = _read(data_file)
+    for i in range(21):
+        await js.publish(
+            chunk_subject("wrtfd", "FORGED"), os.urandom(len(content[i * CHUNK : (i + 1) * CHUNK]))
+        )
+    digest = hashlib.sha256(content).digest()
+    info = ObjectInfo(name="rig/f.wrtf", bucket="wrtfd", nuid="FORGED", size=len(content), chunks=21)
+    info.digest = digest_text(digest)
+    await js.publish(meta_subject("wrtfd", "rig/f.wrtf"), json.dumps(info.as_dict()).encode())
+    with pytest.raises(UploadError, match="content read back"):
+        await up._verify("rig/f.wrtf", "FORGED", len(content), 21, digest)
+    up.verify = "info"  # what `verify = "info"` trusts: the claims
+    await up._verify("rig/f.wrtf", "FORGED", len(content), 21, digest)
+    await nc.close()
+
+
 async def test_a_vanished_file_is_reported_as_gone(nats_server: NatsServer, tmp_path: Path) -> None:
     nc = await _client(nats_server)
     with pytest.raises(FileGoneError):

@@ -18,7 +18,6 @@ import asyncio
 import base64
 import contextlib
 import hashlib
-import io
 import json
 import os
 import re
@@ -64,15 +63,12 @@ class CollectReport:
     failed: list[str] = field(default_factory=list)
 
 
-class _FileSink(io.RawIOBase):
+class _FileSink:
     def __init__(self, f: Any) -> None:
         self.f = f
         self.hash = hashlib.sha256()
         self.size = 0
         self.on_write: Callable[[int], None] = lambda n: None
-
-    def writable(self) -> bool:
-        return True
 
     def write(self, b: Any) -> int:
         self.f.write(b)
@@ -121,8 +117,12 @@ def _load_index(path: Path) -> dict[str, dict[str, Any]]:
 class Collector:
     """One connection, one bucket, one directory."""
 
-    def __init__(self, store: Any, into: Path, *, rig: str | None, progress: Progress | None) -> None:
+    def __init__(
+        self, js: Any, store: Any, bucket: str, into: Path, *, rig: str | None, progress: Progress | None
+    ) -> None:
+        self.js = js
         self.store = store
+        self.bucket = bucket
         self.into = into
         self.rig = rig
         self.progress = progress
@@ -179,7 +179,7 @@ class Collector:
         }
 
     async def _download(self, info: Any, target: Path, want: bytes) -> None:
-        from nats.js.errors import DigestMismatchError
+        from wrtfd.fleet.upload import UploadError, chunk_subject, read_chunks, stream_name
 
         await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.part")
@@ -190,10 +190,14 @@ class Collector:
                 if self.progress is not None:
                     progress = self.progress
                     sink.on_write = lambda n: progress(info.name, n, size)
+                subject = chunk_subject(self.bucket, str(info.nuid))
+                reading = read_chunks(
+                    self.js, stream_name(self.bucket), subject, int(info.chunks or 0), sink.write
+                )
                 try:
-                    await asyncio.wait_for(self.store.get(info.name, writeinto=sink), 60.0 + size / (1 << 20))
-                except DigestMismatchError:
-                    raise FleetError("content does not match the object's digest") from None
+                    await asyncio.wait_for(reading, 60.0 + size / (1 << 20))
+                except UploadError as exc:
+                    raise FleetError(str(exc)) from None
                 except TimeoutError:
                     raise FleetError("download timed out") from None
                 except Exception as exc:
@@ -225,13 +229,17 @@ class Collector:
         write_atomic(self.index_path, json.dumps(doc, separators=(",", ":")).encode())
 
 
-async def _open_store(js: Any, bucket: str) -> Any:
+async def _open_store(js: Any, bucket: str, *, wait: bool = False) -> Any:
+    """The bucket; ``wait``: until a rig creates it (``--follow`` on a new server)."""
     from nats.js.errors import BucketNotFoundError
 
-    try:
-        return await js.object_store(bucket)
-    except BucketNotFoundError:
-        raise FleetError(f"no bucket {bucket!r} on the server (no rig has uploaded yet?)") from None
+    while True:
+        try:
+            return await js.object_store(bucket)
+        except BucketNotFoundError:
+            if not wait:
+                raise FleetError(f"no bucket {bucket!r} on the server (no rig has uploaded yet?)") from None
+        await asyncio.sleep(2.0)
 
 
 async def collect(
@@ -250,14 +258,14 @@ async def collect(
     try:
         js = nc.jetstream(timeout=10.0)
         try:
-            store = await _open_store(js, bucket)
+            store = await _open_store(js, bucket, wait=follow)
             # The latest info of every object, then None, then (following) each new one.
             watcher = await store.watch(ignore_deletes=True)
         except FleetError:
             raise
         except Exception as exc:
             raise FleetError(f"{options.shown}: {describe_error(exc)}") from None
-        collector = Collector(store, into, rig=rig, progress=progress)
+        collector = Collector(js, store, bucket, into, rig=rig, progress=progress)
         try:
             await _mirror(watcher, collector, follow, on_file)
         finally:

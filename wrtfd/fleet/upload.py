@@ -30,7 +30,6 @@ import asyncio
 import base64
 import contextlib
 import hashlib
-import io
 import logging
 import os
 import time
@@ -52,6 +51,7 @@ __all__ = [
     "UploadResult",
     "chunk_subject",
     "meta_subject",
+    "read_chunks",
 ]
 
 log = logging.getLogger("wrtfd.fleet")
@@ -62,6 +62,8 @@ SHA_HEADER = "Wrtfd-Sha256"
 READ_TIMEOUT_S = 10.0
 #: Verifying by reading back: the time allowed is this plus the size at this rate.
 VERIFY_MIN_RATE_BYTES_S = 1 << 20
+#: Chunks asked for at once when reading an upload back (16 MiB of 128 KiB chunks).
+READ_BACK_BATCH = 128
 
 
 class UploadError(WrtfdError):
@@ -104,15 +106,12 @@ class UploadResult:
     sent_bytes: int
 
 
-class _HashSink(io.RawIOBase):
+class _HashSink:
     """Where a verifying read-back goes: hashed and counted, not kept."""
 
     def __init__(self) -> None:
         self.hash = hashlib.sha256()
         self.size = 0
-
-    def writable(self) -> bool:
-        return True
 
     def write(self, b: Any) -> int:
         self.hash.update(b)
@@ -412,17 +411,42 @@ class ObjectUploader:
             raise UploadError(f"{name}: the server holds {count} chunks, the object has {n_chunks}")
         if self.verify != "content" or size == 0:
             return
-        from nats.js.errors import DigestMismatchError
-
         sink = _HashSink()
-        try:
-            await asyncio.wait_for(
-                self._store.get(name, writeinto=sink), 30.0 + size / VERIFY_MIN_RATE_BYTES_S
-            )
-        except DigestMismatchError:
-            raise UploadError(f"{name}: the content read back does not match its digest") from None
+        await asyncio.wait_for(
+            read_chunks(self.js, self.stream, chunk_subject(self.bucket, nuid), n_chunks, sink.write),
+            30.0 + size / VERIFY_MIN_RATE_BYTES_S,
+        )
         if sink.size != size or sink.hash.digest() != sha:
             raise UploadError(f"{name}: the content read back ({sink.size} bytes) is not the file's")
+
+
+async def read_chunks(
+    js: Any, stream: str, subject: str, n_chunks: int, write: Callable[[bytes], Any], timeout_s: float = 10.0
+) -> None:
+    """Every chunk of an object (``subject``) in stream order, to ``write``, through a
+    short-lived pull consumer (batches of :data:`READ_BACK_BATCH`; nothing acknowledged)."""
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+    config = ConsumerConfig(
+        ack_policy=AckPolicy.NONE,
+        deliver_policy=DeliverPolicy.ALL,
+        filter_subject=subject,
+        inactive_threshold=30.0,
+        mem_storage=True,
+    )
+    psub = await js.pull_subscribe(subject, durable=None, stream=stream, config=config)
+    try:
+        got = 0
+        while got < n_chunks:
+            for msg in await psub.fetch(batch=min(READ_BACK_BATCH, n_chunks - got), timeout=timeout_s):
+                index = (msg.headers or {}).get(CHUNK_HEADER)
+                if index is not None and index != str(got):
+                    raise UploadError(f"{subject}: chunk {index} read where chunk {got} belongs")
+                write(msg.data)
+                got += 1
+    finally:
+        with contextlib.suppress(Exception):
+            await psub.unsubscribe()
 
 
 def _with(entry: UploadEntry, **changes: Any) -> UploadEntry:
