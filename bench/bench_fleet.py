@@ -85,6 +85,61 @@ class Server:
         self.proc.wait(timeout=20)
 
 
+# --- 0. the live encoding ------------------------------------------------------------------------
+
+
+def bench_encoding() -> None:
+    """Size and CPU of one live message (2 frames: 0.2 s of 60 Hz at 10 Hz) in three encodings."""
+    import numpy as np
+
+    from tests.fleet.conftest import forza_frames, forza_schema
+    from wrtfd.fleet.encoding import encode_frames, layout_dtype, layout_of
+
+    with tempfile.TemporaryDirectory() as d:
+        schema = forza_schema(Path(d))
+    layout = layout_of(schema, 60)
+    frames, times = forza_frames(schema, 2)
+    flat = frames.view(layout_dtype(layout))
+    names = [f.name for f in layout.fields if not f.shape]
+    rng = np.random.default_rng(1)
+    for name in names[1:]:  # telemetry-like values: floats with all their digits, small integers
+        kind = flat.dtype[name].kind
+        if kind == "f":
+            flat[name] = rng.uniform(-300, 300, len(flat))
+        elif kind in "iu":
+            flat[name] = rng.integers(0, 100, len(flat))
+
+    def binary() -> bytes:
+        return next(iter(encode_frames(layout.layout_id, frames, times)))
+
+    def json_values() -> bytes:  # a channel list sent on change, then values in that order
+        rows = [[flat[n][i].item() for n in names] for i in range(len(flat))]
+        return json.dumps(
+            {"l": layout.layout_id, "t": times.tolist(), "v": rows}, separators=(",", ":")
+        ).encode()
+
+    def json_named() -> bytes:  # self-describing: every channel by name in every frame
+        rows = [{n: flat[n][i].item() for n in names} for i in range(len(flat))]
+        return json.dumps({"t": times.tolist(), "f": rows}, separators=(",", ":")).encode()
+
+    print(f"0. one live message: 2 Forza frames ({len(names)} channels, {layout.frame_bytes} B each)")
+    print(f"{'encoding':<40}{'bytes':>8}{'us/message':>12}{'vs binary':>11}")
+    base = None
+    for label, fn in (
+        ("binary (wrtfd: the frames' own bytes)", binary),
+        ("JSON, values in channel-list order", json_values),
+        ("JSON, channels by name", json_named),
+    ):
+        n = 2000
+        t0 = time.perf_counter()
+        for _ in range(n):
+            payload = fn()
+        us = (time.perf_counter() - t0) / n * 1e6
+        base = base or us
+        print(f"{label:<40}{len(payload):>8}{us:>12.1f}{us / base:>11.1f}")
+    print()
+
+
 # --- 1. daemon CPU -----------------------------------------------------------------------------
 
 
@@ -387,7 +442,7 @@ def main() -> int:
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="short windows, a 256 MiB file, fewer rig steps")
-    ap.add_argument("--skip", default="", help="comma-separated: cpu, upload, rigs")
+    ap.add_argument("--skip", default="", help="comma-separated: encoding, cpu, upload, rigs")
     ap.add_argument("--upload-mib", type=int, help="size of the upload test file (default 1024)")
     ap.add_argument(
         "--rigs", default=None, help="comma-separated rig counts to try (default 10,20,40,80,160)"
@@ -396,6 +451,8 @@ def main() -> int:
     skip = set(filter(None, args.skip.split(",")))
     with tempfile.TemporaryDirectory(prefix="wrtfd-bench-fleet-", dir="/var/tmp") as d:
         tmp = Path(d)
+        if "encoding" not in skip:
+            bench_encoding()
         if "cpu" not in skip:
             bench_cpu(tmp, 15.0 if args.quick else 60.0)
         if "upload" not in skip:

@@ -100,6 +100,8 @@ async def test_an_upload_is_an_ordinary_object_with_the_files_checksum(
     assert info.chunks == 21
     assert saved.entries[0].nuid is not None  # the nuid was on disk before the first chunk went
     assert await _count(js, chunk_subject("wrtfd", saved.entries[0].nuid)) == 21
+    # the read-back's consumer is gone at once (idle consumers slow every later publish)
+    assert (await js.stream_info("OBJ_wrtfd")).state.consumer_count == 0
     await nc.close()
 
 

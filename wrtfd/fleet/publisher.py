@@ -145,7 +145,7 @@ class FleetPublisher:
         self._status_doc: Mapping[str, Any] | None = None
         self._prev_status: Mapping[str, Any] | None = None
         self._layouts_sent = 0.0
-        self._wake: asyncio.Event | None = None
+        self._wake_fut: asyncio.Future[None] | None = None
         self._stop: asyncio.Event | None = None
         self._connected: asyncio.Event | None = None
         self._work: asyncio.Event | None = None
@@ -171,10 +171,10 @@ class FleetPublisher:
                 self._events.append(item)
         if self._sleeping:
             self._sleeping = False
-            loop, wake = self._loop, self._wake
-            if loop is not None and wake is not None:
+            loop, fut = self._loop, self._wake_fut
+            if loop is not None and fut is not None:
                 with contextlib.suppress(RuntimeError):  # the loop is closing
-                    loop.call_soon_threadsafe(wake.set)
+                    loop.call_soon_threadsafe(_resolve, fut)
 
     # === the daemon's side ====================================================================
 
@@ -300,7 +300,7 @@ class FleetPublisher:
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._wake, self._stop = asyncio.Event(), asyncio.Event()
+        self._stop = asyncio.Event()
         self._connected, self._work = asyncio.Event(), asyncio.Event()
         self._ready.set()
         if self.settings.upload:
@@ -441,21 +441,28 @@ class FleetPublisher:
     # --- the pump: events, live frames, status -----------------------------------------------
 
     async def _pump(self) -> None:
-        assert self._wake is not None
+        """Drain the buffers, then sleep until a notify (or a status offer) wakes it; at most
+        one drain per ``1/live_hz``, so blocks that come faster go out together."""
+        loop = asyncio.get_running_loop()
         gap_s = 0.25 if not self._live_on else min(0.25, max(0.05, 1.0 / self.settings.live_hz))
         while True:
             await self._drain()
-            await asyncio.sleep(gap_s)  # what arrives meanwhile goes out together
-            if self._live or self._events:
-                continue
-            self._sleeping = True
-            if self._live or self._events:  # arrived between the check and the flag
+            drained_at = loop.time()
+            if not (self._live or self._events):
+                fut: asyncio.Future[None] = loop.create_future()
+                self._wake_fut = fut
+                self._sleeping = True
+                if not (self._live or self._events):  # else it came between the check and the flag
+                    handle = loop.call_later(LAYOUT_REPEAT_S, _resolve, fut)
+                    try:
+                        await fut
+                    finally:
+                        handle.cancel()
                 self._sleeping = False
-                continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), LAYOUT_REPEAT_S)
-            self._sleeping = False
-            self._wake.clear()
+                self._wake_fut = None
+            wait_s = drained_at + gap_s - loop.time()
+            if wait_s > 0:
+                await asyncio.sleep(wait_s)
 
     async def _drain(self) -> None:
         while self._events:
@@ -608,9 +615,9 @@ class FleetPublisher:
 
     def _take_status(self, snapshot: Mapping[str, Any]) -> None:
         self._status_doc = snapshot
-        if self._sleeping and self._wake is not None:
+        if self._sleeping and self._wake_fut is not None:
             self._sleeping = False
-            self._wake.set()
+            _resolve(self._wake_fut)
 
     # --- the upload queue -------------------------------------------------------------------
 
@@ -820,6 +827,11 @@ class FleetPublisher:
         self._pending[entry.id] = new
         with contextlib.suppress(OSError):
             await asyncio.to_thread(self._queue.save, new)
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 def _size_of(path: str) -> int:

@@ -447,6 +447,9 @@ async def read_chunks(
     finally:
         with contextlib.suppress(Exception):
             await psub.unsubscribe()
+        # at once, not after inactive_threshold: idle consumers slow every later publish
+        with contextlib.suppress(Exception):
+            await js.delete_consumer(stream, psub._consumer)
 
 
 def _with(entry: UploadEntry, **changes: Any) -> UploadEntry:
