@@ -93,6 +93,8 @@ async def test_an_upload_is_an_ordinary_object_with_the_files_checksum(
     content = _read(data_file)
     sha = hashlib.sha256(content).hexdigest()
     assert result.sha256 == sha and result.size == len(content) and result.resumed_at_chunk == 0
+    # the verifying read-back's consumer is gone at once (idle consumers slow every later publish)
+    assert (await js.stream_info("OBJ_wrtfd")).state.consumer_count == 0
     assert await _read_back(js, "rig/a.wrtf") == content  # nats-py's own get checks the digest too
     info = await (await js.object_store("wrtfd")).get_info("rig/a.wrtf")
     assert info.headers["Wrtfd-Sha256"] == [sha]
@@ -100,8 +102,6 @@ async def test_an_upload_is_an_ordinary_object_with_the_files_checksum(
     assert info.chunks == 21
     assert saved.entries[0].nuid is not None  # the nuid was on disk before the first chunk went
     assert await _count(js, chunk_subject("wrtfd", saved.entries[0].nuid)) == 21
-    # the read-back's consumer is gone at once (idle consumers slow every later publish)
-    assert (await js.stream_info("OBJ_wrtfd")).state.consumer_count == 0
     await nc.close()
 
 
