@@ -118,7 +118,8 @@ RAW_RECEIVER = textwrap.dedent(
 )
 
 
-def start_daemon(tmp: Path, name: str) -> tuple[subprocess.Popen[bytes], int, int, int]:
+def start_daemon(tmp: Path, name: str, extra: str = "") -> tuple[subprocess.Popen[bytes], int, int, int]:
+    """A daemon recording Forza and F1 on free loopback ports; ``extra`` is more config (TOML)."""
     forza_port, f1_port, status_port = (
         free_port(socket.SOCK_DGRAM),
         free_port(socket.SOCK_DGRAM),
@@ -129,7 +130,7 @@ def start_daemon(tmp: Path, name: str) -> tuple[subprocess.Popen[bytes], int, in
         f'[[sources]]\nkind = "udp"\nprotocol = "forza"\nhost = "127.0.0.1"\nport = {forza_port}\n'
         f'[[sources]]\nkind = "udp"\nprotocol = "f1"\nhost = "127.0.0.1"\nport = {f1_port}\n'
         f'[recorder]\noutput_dir = "{tmp / name}"\n[status]\nport = {status_port}\n'
-        '[logging]\nlevel = "warning"\n'
+        f'[logging]\nlevel = "warning"\n{extra}'
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "wrtfd", "run", "--config", str(cfg)], stderr=(tmp / f"{name}.log").open("w")

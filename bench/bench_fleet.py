@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from bench_daemon import cpu_s, feeder  # noqa: E402
+from bench_daemon import cpu_s, feeder, start_daemon  # noqa: E402
 
 TOKEN = "bench-token"
 
@@ -141,28 +141,6 @@ def bench_encoding() -> None:
 
 
 # --- 1. daemon CPU -----------------------------------------------------------------------------
-
-
-def start_daemon(tmp: Path, name: str, fleet: str) -> tuple[subprocess.Popen[bytes], int, int, int]:
-    forza_port, f1_port, status_port = free_port(socket.SOCK_DGRAM), free_port(socket.SOCK_DGRAM), free_port()
-    cfg = tmp / f"{name}.toml"
-    cfg.write_text(
-        f'[[sources]]\nkind = "udp"\nprotocol = "forza"\nhost = "127.0.0.1"\nport = {forza_port}\n'
-        f'[[sources]]\nkind = "udp"\nprotocol = "f1"\nhost = "127.0.0.1"\nport = {f1_port}\n'
-        f'[recorder]\noutput_dir = "{tmp / name}"\n[status]\nport = {status_port}\n'
-        f'[logging]\nlevel = "warning"\n{fleet}'
-    )
-    log = (tmp / f"{name}.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "wrtfd", "run", "--config", str(cfg)], stderr=log)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            status(status_port)
-            return proc, forza_port, f1_port, status_port
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit(f"{name} did not come up: {(tmp / f'{name}.log').read_text()[-2000:]}")
 
 
 def status(port: int) -> dict[str, Any]:
@@ -384,7 +362,7 @@ def bench_rigs(tmp: Path, steps: list[int], window_s: float) -> None:
                 *(sys.executable, "-m", "wrtfd", "collect", "--url", server.url, "--token", TOKEN),
                 *("--into", str(pit), "--follow"),
             ],
-            stderr=subprocess.DEVNULL,
+            stderr=(step / "collect.log").open("w"),
         )
         try:
             load = subprocess.Popen(
@@ -429,9 +407,10 @@ def bench_rigs(tmp: Path, steps: list[int], window_s: float) -> None:
             f"{100 * stats['cpu_s'] / elapsed:>8.1f}  {'keeps up' if keeps_up else 'backlog grows'}"
             f" ({uploaded_share:.0%} uploaded in time)"
         )
-        shutil.rmtree(step, ignore_errors=True)
         if not keeps_up:
+            sys.stdout.write((step / "collect.log").read_text()[-3000:])
             break
+        shutil.rmtree(step, ignore_errors=True)
     print(f"one nats-server and one collect kept up with {capacity} simulated rigs on this machine\n")
 
 

@@ -11,7 +11,6 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -94,12 +93,3 @@ class NatsServer:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
         self.proc = None
-
-
-@pytest.fixture
-def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
-    server = NatsServer(tmp_path / "nats").start()
-    try:
-        yield server
-    finally:
-        server.stop()

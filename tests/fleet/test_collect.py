@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -112,3 +113,36 @@ async def test_a_rig_filter_collects_only_that_rig(nats_server: NatsServer, tmp_
     await _upload(nats_server, {"rig-1/a.wrtf": a, "rig-2/b.wrtf": b})
     report: Any = await collect(_options(nats_server), "wrtfd", tmp_path / "pit", rig="rig-2")
     assert report.downloaded == ["rig-2/b.wrtf"]
+
+
+async def test_follow_waits_for_the_bucket_and_mirrors_new_uploads(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    import asyncio
+
+    into = tmp_path / "pit"
+    seen: list[str] = []
+    all_there = asyncio.Event()
+
+    def on_file(name: str, _report: object) -> None:
+        seen.append(name)
+        if len(seen) == 6:
+            all_there.set()
+
+    follow = asyncio.create_task(collect(_options(nats_server), "wrtfd", into, follow=True, on_file=on_file))
+    await asyncio.sleep(0.5)  # no bucket yet: --follow waits for the first rig
+    files = {}
+    for i in range(6):
+        path = tmp_path / f"f{i}.wrtf"
+        path.write_bytes(os.urandom(20_000 + i))
+        files[f"rig-1/f{i}.wrtf"] = path
+    await _upload(nats_server, files)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(all_there.wait(), 20)
+    follow.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await follow
+    assert sorted(seen) == sorted(files)
+    for name, path in files.items():
+        assert (into / name).read_bytes() == path.read_bytes()
+    assert (into / INDEX_NAME).is_file()  # saved on the way out

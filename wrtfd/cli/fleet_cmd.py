@@ -18,8 +18,6 @@ from typing import Any
 
 __all__ = ["register"]
 
-#: Output width when not on a terminal: no table row wraps in a log or a pipe.
-PIPE_WIDTH = 200
 LAYOUT_RETRY_S = 5.0
 
 
@@ -128,13 +126,10 @@ def _run(coro: Any, shown: str) -> Any:
         raise FleetError(f"{shown}: {describe_error(exc)}") from None
 
 
-def _console(stderr: bool = False) -> Any:
-    from rich.console import Console
+def _console() -> Any:
+    from wrtfd.cli.status_cmd import _console as status_console  # the same terminal rules
 
-    console = Console(highlight=False, stderr=stderr)
-    if not console.is_terminal:
-        console = Console(highlight=False, stderr=stderr, width=max(PIPE_WIDTH, console.width))
-    return console
+    return status_console()
 
 
 # --- watch -------------------------------------------------------------------------------------
@@ -266,6 +261,10 @@ def _collect(args: argparse.Namespace) -> int:
         err.write(f"{'' if not tty else chr(13)}collected {name}\n")
         err.flush()
 
+    def failed(line: str) -> None:
+        err.write(f"wrtfd: error: {line}\n")
+        err.flush()
+
     def progress(name: str, done: int, size: int) -> None:
         if tty and size:
             err.write(f"\r{name}: {format_bytes(done)} of {format_bytes(size)} ({done * 100 // size}%)\x1b[K")
@@ -281,6 +280,7 @@ def _collect(args: argparse.Namespace) -> int:
                 follow=args.follow,
                 progress=progress,
                 on_file=on_file,
+                on_failure=failed if args.follow else None,
             ),
             options.shown,
         )

@@ -33,6 +33,12 @@ from wrtfd.fleet.queue import write_atomic
 __all__ = ["INDEX_NAME", "CollectReport", "collect", "safe_relative"]
 
 INDEX_NAME = ".wrtfd-collect.json"
+#: Following: a failed download is tried again after this long.
+RETRY_S = 10.0
+#: Downloads in flight at once.
+DOWNLOADS_AT_ONCE = 4
+#: Following: the index is saved this often (and at the end); it only saves hashing next time.
+INDEX_SAVE_S = 5.0
 MAX_INDEX_BYTES = 64 << 20
 MAX_NAME = 1024
 MAX_DEPTH = 8
@@ -129,6 +135,8 @@ class Collector:
         self.index_path = into / INDEX_NAME
         self.index = _load_index(self.index_path)
         self.report = CollectReport()
+        #: Called with each failure as it happens (``--follow`` prints them at once).
+        self.on_failure: Callable[[str], None] | None = None
 
     def _known(self, info: Any, target: Path) -> bool:
         entry = self.index.get(info.name)
@@ -251,8 +259,10 @@ async def collect(
     follow: bool = False,
     progress: Progress | None = None,
     on_file: Callable[[str, CollectReport], None] | None = None,
+    on_failure: Callable[[str], None] | None = None,
 ) -> CollectReport:
-    """Mirror ``bucket`` into ``into``; with ``follow`` keep mirroring new objects until cancelled."""
+    """Mirror ``bucket`` into ``into``; with ``follow`` keep mirroring new objects until cancelled
+    (a failed download is tried again every :data:`RETRY_S`)."""
     await asyncio.to_thread(into.mkdir, parents=True, exist_ok=True)
     nc = await connect(options, name="wrtfd collect")
     try:
@@ -266,6 +276,7 @@ async def collect(
         except Exception as exc:
             raise FleetError(f"{options.shown}: {describe_error(exc)}") from None
         collector = Collector(js, store, bucket, into, rig=rig, progress=progress)
+        collector.on_failure = on_failure
         try:
             await _mirror(watcher, collector, follow, on_file)
         finally:
@@ -281,24 +292,60 @@ async def collect(
 async def _mirror(
     watcher: Any, collector: Collector, follow: bool, on_file: Callable[[str, CollectReport], None] | None
 ) -> None:
+    """Download what the watcher lists, :data:`DOWNLOADS_AT_ONCE` at a time (a download is
+    mostly waiting: the server's answers, fsync); following, failed ones are tried again."""
+    loop = asyncio.get_running_loop()
+    slots = asyncio.Semaphore(DOWNLOADS_AT_ONCE)
+    busy: set[str] = set()
+    retry: dict[str, Any] = {}  # objects to try again (failed, or updated while downloading)
     listed = False
-    while True:
+    retry_at = saved_at = loop.time()
+
+    async def one(info: Any) -> None:
+        report = collector.report
         try:
-            info = await watcher.updates(timeout=10.0)
-        except TimeoutError:
-            if not listed:
-                raise FleetError("the server did not list the bucket in time") from None
-            collector.save_index()
-            continue
-        if info is None:
-            listed = True
-            if not follow:
+            downloaded, failed = len(report.downloaded), len(report.failed)
+            await collector.one(info)
+            if len(report.failed) > failed:
+                if collector.on_failure is not None:
+                    collector.on_failure(report.failed[-1])
+                if follow:
+                    retry[info.name] = info
+            if len(report.downloaded) > downloaded and on_file is not None:
+                on_file(info.name, report)
+        finally:
+            busy.discard(info.name)
+            slots.release()
+
+    async with asyncio.TaskGroup() as tg:
+
+        async def start(info: Any) -> None:
+            if info.name in busy:
+                retry[info.name] = info
                 return
-            continue
-        before = len(collector.report.downloaded)
-        await collector.one(info)
-        if len(collector.report.downloaded) > before:
-            if listed:
+            await slots.acquire()
+            busy.add(info.name)
+            tg.create_task(one(info))
+
+        while True:
+            try:
+                info = await watcher.updates(timeout=RETRY_S if listed else 10.0)
+            except TimeoutError:
+                if not listed:
+                    raise FleetError("the server did not list the bucket in time") from None
+                info = None
+            if info is None:
+                listed = True
+                if not follow:
+                    break
+            else:
+                await start(info)
+            now = loop.time()
+            if retry and now >= retry_at:
+                retry_at = now + RETRY_S
+                for again in list(retry.values()):
+                    retry.pop(again.name, None)
+                    await start(again)
+            if listed and now - saved_at >= INDEX_SAVE_S:
+                saved_at = now
                 collector.save_index()
-            if on_file is not None:
-                on_file(info.name, collector.report)
