@@ -408,7 +408,12 @@ def bench_rigs(tmp: Path, steps: list[int], window_s: float) -> None:
             f" ({uploaded_share:.0%} uploaded in time)"
         )
         if not keeps_up:
-            sys.stdout.write((step / "collect.log").read_text()[-3000:])
+            made = {str(p.relative_to(step / "rigs")) for p in (step / "rigs").rglob("*.wrtf")}
+            got = {str(p.relative_to(pit)) for p in pit.rglob("*.wrtf")} if pit.exists() else set()
+            log = (step / "collect.log").read_text()
+            for name in sorted(made - got)[:10]:
+                print(f"   not collected: {name}; collect said: {[ln for ln in log.splitlines() if name in ln]}")
+            print("   collect's errors:", [ln for ln in log.splitlines() if "error" in ln][:5])
             break
         shutil.rmtree(step, ignore_errors=True)
     print(f"one nats-server and one collect kept up with {capacity} simulated rigs on this machine\n")

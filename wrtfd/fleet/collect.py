@@ -269,8 +269,8 @@ async def collect(
         js = nc.jetstream(timeout=10.0)
         try:
             store = await _open_store(js, bucket, wait=follow)
-            # The latest info of every object, then None, then (following) each new one.
-            watcher = await store.watch(ignore_deletes=True)
+            watcher = _InfoReader(js, bucket)
+            await watcher.open()
         except FleetError:
             raise
         except Exception as exc:
@@ -281,12 +281,79 @@ async def collect(
             await _mirror(watcher, collector, follow, on_file)
         finally:
             collector.save_index()
-            with contextlib.suppress(Exception):
-                await watcher.stop()
+            await watcher.close()
         return collector.report
     finally:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(nc.close(), 2.0)
+
+
+class _InfoReader:
+    """Every object's latest info, then (following) each new one: a pull consumer on the
+    bucket's info subjects, last message per subject first. (A pull consumer rather than the
+    client's ordered push watcher, which was seen to miss updates under load.)"""
+
+    def __init__(self, js: Any, bucket: str) -> None:
+        from wrtfd.fleet.upload import stream_name
+
+        self.js = js
+        self.stream = stream_name(bucket)
+        self.subject = f"$O.{bucket}.M.>"
+        self.psub: Any = None
+        #: Infos of the listing still to come (then None marks its end).
+        self.listing = 0
+        self._queue: list[Any] = []
+        self._listed_marker = False
+
+    async def open(self) -> None:
+        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+        config = ConsumerConfig(
+            ack_policy=AckPolicy.NONE,
+            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+            filter_subject=self.subject,
+            inactive_threshold=60.0,
+            mem_storage=True,
+        )
+        self.psub = await self.js.pull_subscribe(
+            self.subject, durable=None, stream=self.stream, config=config
+        )
+        self.listing = int((await self.psub.consumer_info()).num_pending or 0)
+        self._listed_marker = self.listing == 0
+
+    async def updates(self, wait_s: float) -> Any:
+        """The next info; None once, at the end of the listing; TimeoutError when none came.
+
+        During the listing exactly what is pending is asked for (an open-ended batch waits out
+        its whole expiry on some servers); then one at a time, as they come."""
+        import json
+
+        from nats.js.api import ObjectInfo
+
+        while not self._queue:
+            if self._listed_marker:
+                self._listed_marker = False
+                return None
+            msgs = await self.psub.fetch(batch=min(64, self.listing) or 1, timeout=wait_s)
+            for msg in msgs:
+                try:
+                    self._queue.append(ObjectInfo.from_response(json.loads(msg.data)))
+                except (ValueError, TypeError, KeyError):
+                    continue  # not an object info: skipped (counted as nothing)
+                finally:
+                    if self.listing:
+                        self.listing -= 1
+                        if self.listing == 0:
+                            self._listed_marker = True
+        return self._queue.pop(0)
+
+    async def close(self) -> None:
+        if self.psub is None:
+            return
+        with contextlib.suppress(Exception):
+            await self.psub.unsubscribe()
+        with contextlib.suppress(Exception):
+            await self.js.delete_consumer(self.stream, self.psub._consumer)
 
 
 async def _mirror(
@@ -329,7 +396,7 @@ async def _mirror(
 
         while True:
             try:
-                info = await watcher.updates(timeout=RETRY_S if listed else 10.0)
+                info = await watcher.updates(RETRY_S if listed else 10.0)
             except TimeoutError:
                 if not listed:
                     raise FleetError("the server did not list the bucket in time") from None
