@@ -146,3 +146,24 @@ async def test_follow_waits_for_the_bucket_and_mirrors_new_uploads(
     for name, path in files.items():
         assert (into / name).read_bytes() == path.read_bytes()
     assert (into / INDEX_NAME).is_file()  # saved on the way out
+
+
+async def test_reconciliation_finds_objects_a_consumer_did_not_deliver(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """What guards completeness against servers whose consumers skip a message under load."""
+    from wrtfd.fleet.collect import _InfoReader
+
+    files = {}
+    for i in range(3):
+        path = tmp_path / f"m{i}.wrtf"
+        path.write_bytes(os.urandom(1000 + i))
+        files[f"rig-1/m{i}.wrtf"] = path
+    await _upload(nats_server, files)
+    nc = await connect(_options(nats_server), name="test")
+    reader = _InfoReader(nc.jetstream(), "wrtfd")
+    missed = await reader.missed({"rig-1/m1.wrtf"})
+    assert sorted(i.name for i in missed) == ["rig-1/m0.wrtf", "rig-1/m2.wrtf"]
+    assert all(i.size == files[i.name].stat().st_size for i in missed)
+    assert await reader.missed(set(files)) == []
+    await nc.close()

@@ -280,7 +280,7 @@ def _collect(args: argparse.Namespace) -> int:
                 follow=args.follow,
                 progress=progress,
                 on_file=on_file,
-                on_failure=failed if args.follow else None,
+                on_failure=failed,
             ),
             options.shown,
         )
@@ -289,8 +289,6 @@ def _collect(args: argparse.Namespace) -> int:
         return 130
     for name in report.skipped_names:
         err.write(f"wrtfd: warning: skipped object with an unsafe name: {name!r}\n")
-    for line in report.failed:
-        err.write(f"wrtfd: error: {line}\n")
     err.write(
         f"{len(report.downloaded)} new file(s) ({format_bytes(report.downloaded_bytes)}),"
         f" {report.present} already in {args.into}"

@@ -35,6 +35,10 @@ __all__ = ["INDEX_NAME", "CollectReport", "collect", "safe_relative"]
 INDEX_NAME = ".wrtfd-collect.json"
 #: Following: a failed download is tried again after this long.
 RETRY_S = 10.0
+#: An object info not acknowledged within this long is delivered again.
+INFO_ACK_WAIT_S = 5.0
+#: Following: the server's list of objects is compared with what was seen this often.
+RECONCILE_S = 15.0
 #: Downloads in flight at once.
 DOWNLOADS_AT_ONCE = 4
 #: Following: the index is saved this often (and at the end); it only saves hashing next time.
@@ -147,35 +151,42 @@ class Collector:
         seen = None if entry is None else (entry.get("digest"), entry.get("size"), entry.get("mtime_ns"))
         return seen == (info.digest, st.st_size, st.st_mtime_ns)
 
-    async def one(self, info: Any) -> None:
+    async def one(self, info: Any) -> str | None:
+        """Mirror one object; returns ``downloaded``, ``present``, a failure line, or None
+        (not ours to mirror: deleted, a link, another rig's, an unsafe name)."""
         if info.deleted or (info.options is not None and info.options.link is not None):
-            return
+            return None
         if self.rig is not None and not info.name.startswith(f"{self.rig}/"):
-            return
+            return None
         rel = safe_relative(info.name)
         if rel is None:
             self.report.skipped_names.append(info.name)
-            return
+            return None
         target = self.into / rel
         if self._known(info, target):
             self.report.present += 1
-            return
+            return "present"
         want = _digest_bytes(info)
         if want is None:
-            self.report.failed.append(f"{info.name}: no SHA-256 digest")
-            return
+            return self._failed(f"{info.name}: no SHA-256 digest")
         same_size = target.is_file() and target.stat().st_size == info.size
         if same_size and await asyncio.to_thread(_sha_file, target) == want:  # there, not indexed
             self._remember(info, target)
             self.report.present += 1
-            return
+            return "present"
         try:
             await self._download(info, target, want)
         except (OSError, FleetError) as exc:
-            self.report.failed.append(f"{info.name}: {exc}")
-            return
+            return self._failed(f"{info.name}: {exc}")
         self.report.downloaded.append(info.name)
         self.report.downloaded_bytes += int(info.size or 0)
+        return "downloaded"
+
+    def _failed(self, line: str) -> str:
+        self.report.failed.append(line)
+        if self.on_failure is not None:
+            self.on_failure(line)
+        return line
 
     def _remember(self, info: Any, target: Path) -> None:
         st = target.stat()
@@ -290,8 +301,13 @@ async def collect(
 
 class _InfoReader:
     """Every object's latest info, then (following) each new one: a pull consumer on the
-    bucket's info subjects, last message per subject first. (A pull consumer rather than the
-    client's ordered push watcher, which was seen to miss updates under load.)"""
+    bucket's info subjects from the start (info messages are rollups: the stream keeps only the
+    latest per object, so "all" is "the last of each").
+
+    Not ``DeliverLastPerSubject``: with it, nats-server 2.9 skips some later messages (about one
+    in a hundred here under load; fixed in later servers: nats-server PR 7005). Each info is
+    acknowledged as it is received, so one lost on the way comes again after
+    :data:`INFO_ACK_WAIT_S`; one that comes twice finds its file already there."""
 
     def __init__(self, js: Any, bucket: str) -> None:
         from wrtfd.fleet.upload import stream_name
@@ -309,8 +325,10 @@ class _InfoReader:
         from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
         config = ConsumerConfig(
-            ack_policy=AckPolicy.NONE,
-            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=INFO_ACK_WAIT_S,
+            max_ack_pending=1024,
+            deliver_policy=DeliverPolicy.ALL,
             filter_subject=self.subject,
             inactive_threshold=60.0,
             mem_storage=True,
@@ -336,6 +354,8 @@ class _InfoReader:
                 return None
             msgs = await self.psub.fetch(batch=min(64, self.listing) or 1, timeout=wait_s)
             for msg in msgs:
+                with contextlib.suppress(Exception):
+                    await msg.ack()
                 try:
                     self._queue.append(ObjectInfo.from_response(json.loads(msg.data)))
                 except (ValueError, TypeError, KeyError):
@@ -347,6 +367,31 @@ class _InfoReader:
                             self._listed_marker = True
         return self._queue.pop(0)
 
+    async def missed(self, seen: set[str]) -> list[Any]:
+        """The latest info of every object on the server whose name is not in ``seen``."""
+        import base64
+        import json
+
+        from nats.js.api import ObjectInfo
+        from nats.js.errors import NotFoundError
+
+        info = await self.js.stream_info(self.stream, subjects_filter=self.subject)
+        prefix = self.subject[:-1]
+        out = []
+        for subject in sorted(info.state.subjects or {}):
+            try:
+                name = base64.urlsafe_b64decode(subject[len(prefix) :]).decode()
+            except (ValueError, UnicodeDecodeError):
+                continue
+            if name in seen:
+                continue
+            try:
+                msg = await self.js.get_last_msg(self.stream, subject)
+                out.append(ObjectInfo.from_response(json.loads(msg.data or b"{}")))
+            except (NotFoundError, ValueError, TypeError, KeyError):
+                continue
+        return out
+
     async def close(self) -> None:
         if self.psub is None:
             return
@@ -357,29 +402,31 @@ class _InfoReader:
 
 
 async def _mirror(
-    watcher: Any, collector: Collector, follow: bool, on_file: Callable[[str, CollectReport], None] | None
+    watcher: _InfoReader,
+    collector: Collector,
+    follow: bool,
+    on_file: Callable[[str, CollectReport], None] | None,
 ) -> None:
     """Download what the watcher lists, :data:`DOWNLOADS_AT_ONCE` at a time (a download is
-    mostly waiting: the server's answers, fsync); following, failed ones are tried again."""
+    mostly waiting: the server's answers, fsync). After the listing, and every
+    :data:`RECONCILE_S` while following, the bucket's list of objects on the server is compared
+    with what was seen, and anything missed is fetched by name: completeness never depends on
+    a consumer delivering every message. Following, failed downloads are tried again."""
     loop = asyncio.get_running_loop()
     slots = asyncio.Semaphore(DOWNLOADS_AT_ONCE)
     busy: set[str] = set()
+    seen: set[str] = set()
     retry: dict[str, Any] = {}  # objects to try again (failed, or updated while downloading)
     listed = False
-    retry_at = saved_at = loop.time()
+    retry_at = saved_at = reconciled_at = loop.time()
 
     async def one(info: Any) -> None:
-        report = collector.report
         try:
-            downloaded, failed = len(report.downloaded), len(report.failed)
-            await collector.one(info)
-            if len(report.failed) > failed:
-                if collector.on_failure is not None:
-                    collector.on_failure(report.failed[-1])
-                if follow:
-                    retry[info.name] = info
-            if len(report.downloaded) > downloaded and on_file is not None:
-                on_file(info.name, report)
+            outcome = await collector.one(info)
+            if outcome not in (None, "present", "downloaded") and follow:
+                retry[info.name] = info
+            if outcome == "downloaded" and on_file is not None:
+                on_file(info.name, collector.report)
         finally:
             busy.discard(info.name)
             slots.release()
@@ -387,6 +434,7 @@ async def _mirror(
     async with asyncio.TaskGroup() as tg:
 
         async def start(info: Any) -> None:
+            seen.add(info.name)
             if info.name in busy:
                 retry[info.name] = info
                 return
@@ -401,13 +449,20 @@ async def _mirror(
                 if not listed:
                     raise FleetError("the server did not list the bucket in time") from None
                 info = None
-            if info is None:
+            if info is not None:
+                await start(info)
+            elif not listed:
                 listed = True
+                reconciled_at = loop.time()
+                for missed in await watcher.missed(seen):
+                    await start(missed)
                 if not follow:
                     break
-            else:
-                await start(info)
             now = loop.time()
+            if listed and now - reconciled_at >= RECONCILE_S:
+                reconciled_at = now
+                for missed in await watcher.missed(seen):
+                    await start(missed)
             if retry and now >= retry_at:
                 retry_at = now + RETRY_S
                 for again in list(retry.values()):
