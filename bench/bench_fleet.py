@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -318,6 +319,8 @@ async def _rig(
             await asyncio.sleep(0.2)  # two 60 Hz frames decimated to 10 Hz, one message per 0.2 s
     finally:
         uploader.cancel()
+        with contextlib.suppress(BaseException):
+            await uploader
         await nc.close()
 
 
@@ -413,7 +416,9 @@ def bench_rigs(tmp: Path, steps: list[int], window_s: float) -> None:
             got = {str(p.relative_to(pit)) for p in pit.rglob("*.wrtf")} if pit.exists() else set()
             log = (step / "collect.log").read_text()
             for name in sorted(made - got)[:10]:
-                print(f"   not collected: {name}; collect said: {[ln for ln in log.splitlines() if name in ln]}")
+                print(
+                    f"   not collected: {name}; collect said: {[ln for ln in log.splitlines() if name in ln]}"
+                )
             print("   collect's errors:", [ln for ln in log.splitlines() if "error" in ln][:5])
             if os.environ.get("WRTFD_BENCH_KEEP"):
                 shutil.copytree(step, os.environ["WRTFD_BENCH_KEEP"], dirs_exist_ok=True)
