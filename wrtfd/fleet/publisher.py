@@ -390,6 +390,8 @@ class FleetPublisher:
         text = describe_error(exc)
         if is_auth_error(exc):
             self._set_state("refused", text)
+        elif self.state == "refused":
+            return  # the server drops the refused connection: the refusal is what to show
         else:
             self._set_state(self.state if self.state != "connected" else "disconnected", text)
         self._note_error(text, "connection")
