@@ -146,3 +146,18 @@ async def test_tls_with_the_teams_ca_connects_and_without_it_is_refused(tmp_path
             await connect(untrusting, name="tls test")
     finally:
         server.stop()
+
+
+def test_service_install_carries_the_fleet_files_with_the_config(tmp_path: Path) -> None:
+    from wrtfd.daemon.config import load_config
+    from wrtfd.service.configfiles import relative_references
+
+    (tmp_path / "tls").mkdir()
+    config = tmp_path / "rig.toml"
+    config.write_text(
+        '[[sources]]\nkind = "udp"\nprotocol = "forza"\nport = 5301\n'
+        '[fleet]\nurl = "tls://pit-wall:4222"\ncreds = "rig.creds"\ntls_ca = "tls/ca.pem"\n'
+    )
+    refs = {r.key: r for r in relative_references(load_config(config))}
+    assert refs["fleet.creds"].path == tmp_path / "rig.creds"
+    assert refs["fleet.tls_ca"].written == "tls/ca.pem"
