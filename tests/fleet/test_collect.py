@@ -104,6 +104,13 @@ async def test_a_wrong_token_or_no_bucket_is_one_clear_error(nats_server: NatsSe
         await collect(_options(nats_server, "wrong"), "wrtfd", tmp_path / "x")
     with pytest.raises(FleetError, match="no bucket 'nope'"):
         await collect(_options(nats_server), "nope", tmp_path / "x")
+    import asyncio
+
+    from tests.fleet.nats_server import free_port
+
+    nobody = ConnectOptions(servers=(f"nats://127.0.0.1:{free_port()}",))
+    with pytest.raises(FleetError, match="connection refused"):  # and not a hang: one retry
+        await asyncio.wait_for(collect(nobody, "wrtfd", tmp_path / "x"), 15)
 
 
 async def test_a_rig_filter_collects_only_that_rig(nats_server: NatsServer, tmp_path: Path) -> None:

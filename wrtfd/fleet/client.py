@@ -97,17 +97,20 @@ async def connect(
     """
     import nats
 
-    async def quiet(_exc: Exception) -> None:
-        return None
+    seen: list[Exception] = []
+
+    async def remember(exc: Exception) -> None:
+        seen.append(exc)
 
     kwargs: dict[str, Any] = {
         "servers": list(options.servers),
         "name": name,
         "connect_timeout": options.connect_timeout_s,
         "reconnect_time_wait": options.reconnect_wait_s,
-        "max_reconnect_attempts": -1 if forever else 0,
+        # (0 would mean "forever" to nats-py: 1 is one attempt and one retry)
+        "max_reconnect_attempts": -1 if forever else 1,
         "allow_reconnect": forever,
-        "error_cb": error_cb or quiet,
+        "error_cb": error_cb or remember,
         "pending_size": pending_bytes,
     }
     if disconnected_cb is not None:
@@ -128,7 +131,8 @@ async def connect(
     try:
         return await nats.connect(**kwargs)
     except Exception as exc:
-        raise FleetError(f"{options.shown}: {describe_error(exc)}") from None
+        cause = seen[-1] if seen and type(exc).__name__ == "NoServersError" else exc
+        raise FleetError(f"{options.shown}: {describe_error(cause)}") from None
 
 
 async def ensure_streams(js: Any) -> None:
