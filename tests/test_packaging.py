@@ -37,6 +37,7 @@ DISTRIBUTION = {
     "hypercorn": "hypercorn",
     "starlette": "starlette",
     "rich": "rich",
+    "nats": "nats-py",
     "anyio": "anyio",
     "pydantic": "pydantic",
     "serial": "pyserial-asyncio",  # pyserial comes with it
@@ -103,7 +104,7 @@ def test_the_core_is_light() -> None:
         ("wrtfd.cli.dump", ()),
         ("wrtfd.cli.simulate", ()),
         ("wrtfd.daemon", ("daemon",)),
-        ("wrtfd.cli.run", ("daemon",)),
+        ("wrtfd.cli.run", ("daemon", "fleet")),  # [fleet] is optional: its extra when configured
         ("wrtfd.decoders.can_dbc", ("can",)),
         ("wrtfd.format.export", ("parquet",)),
         ("wrtfd.tracks.render", ("plot",)),

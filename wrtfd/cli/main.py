@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "wrtfd.cli.config_cmd",
     "wrtfd.cli.status_cmd",
     "wrtfd.cli.mark_cmd",
+    "wrtfd.cli.fleet_cmd",
     "wrtfd.cli.service_cmd",
     "wrtfd.cli.info",
     "wrtfd.cli.validate",

@@ -59,6 +59,8 @@ STATUS_NOTIFY_S = 2.0
 STATUS_RETRY_S = 5.0
 #: A source that neither binds nor fails within this long does not hold up READY=1.
 SOURCES_READY_TIMEOUT_S = 20.0
+#: At stop, the fleet gets this long to queue the last files and send the last status.
+FLEET_CLOSE_S = 1.5
 
 
 class Daemon:
@@ -97,6 +99,8 @@ class Daemon:
 
             schemas = {g: live.recorder.schema for g, live in self.recorder.groups.items()}
             self.foxglove = FoxgloveLive(self.config.foxglove, schemas, self.hub)
+        #: The fleet publisher (``[fleet]``, issue 18): an observer of the hub with a thread of its own.
+        self.fleet = pipeline.fleet
 
     # --- snapshot for /status, /metrics, /healthz and STATUS= --------------------------------
 
@@ -129,6 +133,8 @@ class Daemon:
             snap_all["foxglove"] = self.foxglove.snapshot()
         if self.status_server is not None:
             snap_all["web"] = self.status_server.stats()
+        if self.fleet is not None:
+            snap_all["fleet"] = self.fleet.snapshot()
         problems = health_problems(snap_all)
         snap_all["healthy"] = not problems
         snap_all["problems"] = problems
@@ -144,6 +150,9 @@ class Daemon:
         text = f"{up}/{len(s['sources'])} sources up, {fps:.0f} frames/s, {where}"
         if rec.get("state") != "ok":
             text += f", recorder {rec['state']}"
+        fleet_problem = self.fleet.problem() if self.fleet is not None else None
+        if fleet_problem:
+            text += f", fleet {fleet_problem}"
         return text
 
     # --- tasks ---------------------------------------------------------------------------------
@@ -274,6 +283,9 @@ class Daemon:
         journal = start_journal(self.hub, interval_s=self.config.logging.repeat_interval_s)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._signals)
+            if self.fleet is not None:  # before the recorder: it must see every file open
+                self.fleet.start()
+                tg.start_soon(self.fleet.run_status, self.snapshot)
             await tg.start(self.recorder.run)
             async with anyio.create_task_group() as sources_tg:
                 for h in self.handles:
@@ -367,6 +379,8 @@ class Daemon:
             os._exit(EXIT_FAILURE)
         else:
             log.info("stopped: every session and file finalized in %.2f s", took)
+        if self.fleet is not None:  # the last files into the upload queue, the last events out
+            await self.fleet.close(FLEET_CLOSE_S)
 
 
 def run_daemon(config_path: Path | None) -> int:

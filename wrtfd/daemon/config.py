@@ -36,6 +36,7 @@ from pydantic import (
 from wrtfd.daemon.defaults import default_config_data, state_directory
 from wrtfd.defaults import UDP_READ_INTERVAL_S
 from wrtfd.errors import ConfigError
+from wrtfd.fleet.config import FleetConfig
 
 __all__ = [
     "CONFIG_FILE_NAME",
@@ -470,6 +471,9 @@ class Config(_Model):
     def group_config(self, group: str) -> GroupConfig:
         """``[groups.NAME]``, else ``[groups."*"]``, else the defaults (continuous)."""
         return self.groups.get(group) or self.groups.get("*") or GroupConfig()
+
+    #: Live telemetry and uploads to the team's NATS server (docs/fleet.md); absent: none.
+    fleet: FleetConfig | None = None
 
     @model_validator(mode="after")
     def _unique_sources(self) -> Config:

@@ -7,10 +7,10 @@ pipeline's shape is the whole contract between them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from wrtfd.daemon.config import LoadedConfig, SourceConfig
 from wrtfd.daemon.mapping import SampleTransform
@@ -23,7 +23,7 @@ from wrtfd.sources.base import SampleSink, Source
 if TYPE_CHECKING:
     from wrtfd.tracks.lapchannels import LapChannels
 
-__all__ = ["BuiltSource", "Pipeline", "SourceHandle"]
+__all__ = ["BuiltSource", "FleetLink", "Pipeline", "SourceHandle"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +53,22 @@ class SourceHandle:
     logged_drops: dict[str, int] = field(default_factory=dict)
 
 
+class FleetLink(Protocol):
+    """What the daemon uses of :class:`wrtfd.fleet.publisher.FleetPublisher`."""
+
+    def start(self) -> None: ...
+
+    async def run_status(self, snapshot: Callable[[], Mapping[str, Any]]) -> None: ...
+
+    async def close(self, timeout_s: float = ...) -> None: ...
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+    def problem(self) -> str | None: ...
+
+    def notify(self, item: Any) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Pipeline:
     """Everything ``wrtfd run`` runs, built (or refused) before any I/O."""
@@ -66,3 +82,5 @@ class Pipeline:
     env: Mapping[str, str] | None = None
     #: Every group's recorder publishes its events and live frames here (the observers' seam).
     hub: ObserverHub = field(default_factory=ObserverHub)
+    #: The fleet publisher (``[fleet]``), an observer of ``hub``; None without a fleet.
+    fleet: FleetLink | None = None

@@ -16,7 +16,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["format_age", "format_bytes", "format_duration", "format_lap", "render_status"]
+__all__ = ["fleet_line", "format_age", "format_bytes", "format_duration", "format_lap", "render_status"]
 
 _STATE_STYLE = {
     "receiving": "green",
@@ -163,6 +163,35 @@ def _disk(disk: Mapping[str, Any]) -> str:
     return text
 
 
+def _num(value: object, fmt: str = "{:,.0f}") -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "-"
+    return fmt.format(value)
+
+
+def fleet_line(fleet: Mapping[str, Any]) -> str:
+    """One line about the fleet link (``[fleet]``): state, error, upload backlog, live drops."""
+    uploads = _map(fleet.get("uploads"))
+    live = _map(fleet.get("live"))
+    head = f"{fleet.get('url', '-')} as rig {fleet.get('rig', '-')}: {fleet.get('state', '-')}"
+    if fleet.get("state") != "connected" and fleet.get("last_error"):
+        head += f" ({fleet['last_error']})"
+    parts = [head]
+    if uploads.get("enabled", True):
+        text = f"uploads {_num(uploads.get('queued'))} queued ({format_bytes(uploads.get('queued_bytes'))})"
+        text += f", {_num(uploads.get('done'))} done"
+        current = _map(uploads.get("current"))
+        if current:
+            text += f", sending {current.get('object', '-')} {format_bytes(current.get('sent_bytes'))}"
+            text += f" of {format_bytes(current.get('size'))}"
+        parts.append(text)
+    if live:
+        parts.append(
+            f"live {_num(live.get('hz'), '{:g}')} Hz, {_num(live.get('dropped_total'))} frames dropped"
+        )
+    return "; ".join(parts)
+
+
 def render_status(snapshot: Mapping[str, Any], *, url: str, unicode: bool = True) -> RenderableType:
     """Everything ``wrtfd status`` shows for one snapshot."""
     healthy = bool(snapshot.get("healthy"))
@@ -184,6 +213,11 @@ def render_status(snapshot: Mapping[str, Any], *, url: str, unicode: bool = True
         f"pid {snapshot.get('pid', '-')}, up {format_duration(snapshot.get('uptime_s'))}, status {url}",
     )
     facts.add_row("  disk", _disk(_map(snapshot.get("disk"))))
+    fleet = snapshot.get("fleet")
+    if isinstance(fleet, Mapping):
+        facts.add_row(
+            "  fleet", Text(fleet_line(fleet), style="" if fleet.get("state") == "connected" else "red")
+        )
     parts: list[RenderableType] = [head, facts, Text(""), _groups(_map(snapshot.get("recorder")))]
     parts += [Text(""), _sources(_map(snapshot.get("sources")))]
     if problems:

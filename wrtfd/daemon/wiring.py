@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BuiltSource",
+    "build_fleet",
     "build_lap_channels",
     "build_source",
     "build_sources",
@@ -430,6 +431,7 @@ def check_buildable(loaded: LoadedConfig) -> list[BuiltSource]:
         from wrtfd.daemon.foxglove_live import require_sdk
 
         require_sdk()
+    build_fleet(loaded, loaded.output_dir())
     return built
 
 
@@ -459,6 +461,33 @@ def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Pipel
         )
         for b in built
     ]
+    fleet = build_fleet(loaded, output_dir)
+    if fleet is not None:
+        hub.add(fleet)
     return Pipeline(
-        loaded=loaded, handles=handles, recorder=recorder, output_dir=output_dir, env=env, hub=hub
+        loaded=loaded,
+        handles=handles,
+        recorder=recorder,
+        output_dir=output_dir,
+        env=env,
+        hub=hub,
+        fleet=fleet,
     )
+
+
+def build_fleet(loaded: LoadedConfig, output_dir: Path) -> Any:
+    """The fleet publisher of ``[fleet]`` (None without one); ConfigError for bad files or no nats-py."""
+    cfg = loaded.config.fleet
+    if cfg is None:
+        return None
+    from wrtfd.fleet.client import FleetError, require_nats
+    from wrtfd.fleet.config import fleet_settings
+    from wrtfd.fleet.publisher import FleetPublisher
+
+    where = f"{loaded.origin}: fleet"
+    try:
+        require_nats()
+    except FleetError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    settings = fleet_settings(cfg, resolve=loaded.resolve, output_dir=output_dir, where=where)
+    return FleetPublisher(settings, output_dir=output_dir)

@@ -44,6 +44,12 @@ def _all_references(loaded: LoadedConfig) -> list[Reference]:
         for key, value in src.options.items():
             if isinstance(value, str) and value and _is_path_option(key):
                 refs.append(Reference(f"sources[{i}].options.{key}", value, loaded.resolve(Path(value))))
+    fleet = loaded.config.fleet
+    if fleet is not None:  # the credentials and TLS files of [fleet]
+        for key in ("creds", "tls_ca", "tls_cert", "tls_key"):
+            value = getattr(fleet, key)
+            if value is not None:
+                refs.append(Reference(f"fleet.{key}", str(value), loaded.resolve(value)))
     pinned = loaded.config.recorder.frame_schema
     pins = pinned if isinstance(pinned, dict) else {} if pinned is None else {"": pinned}
     for group, path in pins.items():
