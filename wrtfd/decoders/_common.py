@@ -158,7 +158,7 @@ class TupleLayout:
       and stored into a copy of ``template``, a dict that already has every key, the layout's
       and then ``extra`` (None: the caller sets them after ``build``). A display grows its
       table as it goes; the copy is presized, so for wide layouts (60+ channels) this form is
-      about 1.5 times faster, and the key order never changes (the recorder compiles one store
+      1.8-1.9 times faster, and the key order never changes (the recorder compiles one store
       per key order). ``build(t, other)`` copies ``other`` instead: a copy of ``template``
       with some extra keys already set. ``bench/bench_decoders.py`` measures it (GT7, PCARS).
     """

@@ -478,12 +478,6 @@ class _Session:
             self.new()
         self.packet_number = number
 
-    def take_info(self) -> dict[str, str] | None:
-        info = self.info
-        if info is not None:
-            self.info = None
-        return info
-
 
 class _Columns:
     """The per-car status bytes of every participant entry, as channel tuples, remembered.
@@ -557,7 +551,7 @@ class _Base:
         if self._keep is not None:
             values = {k: v for k, v in values.items() if k in self._keep}
         session = self.session
-        info = session.info  # (take_info(), inlined)
+        info = session.info  # new session info goes out once, with the next sample
         if info is not None:
             session.info = None
         # positional (values, source_time_ns, session_key, new_session, session_info): faster
