@@ -210,13 +210,14 @@ _TIMINGS_HEAD = struct.Struct("<IIBBBBbIffff")
 _CAR_V2 = "3h3hHBBBBHBBffH"
 _TIMINGS_TAIL = struct.Struct("<HI")  # local participant index, tick count
 _CAR_V2_SIZE = struct.calcsize("<" + _CAR_V2)  # 32
-# What the decoder unpacks of each participant info: the race position, sector and race state
-# bytes are skipped (their bit fields are cut from stride slices of the datagram with
-# ``bytes.translate``, cheaper than unpacking and masking them one by one). 14 items: world
-# position x3, orientation x3, lap distance, highest flag, pit mode, car index (raw), current
-# lap, current time, current sector time, multiplayer index.
-_CAR_V2_READ = "3h3hH2xBBHxBffH"
-_CAR_V2_ITEMS = 14
+# What the decoder unpacks of each participant info: the race position, sector, car index and
+# race state bytes are skipped (their bit fields are cut from stride slices of the datagram with
+# ``bytes.translate``, cheaper than unpacking and masking them one by one). 13 items: world
+# position x3, orientation x3, lap distance, highest flag, pit mode, current lap, current time,
+# current sector time, multiplayer index.
+_CAR_V2_READ = "3h3hH2xBB3xBffH"
+_CAR_V2_ITEMS = 13
+_CAR_INDICES = struct.Struct(f"<{PARTICIPANTS_V2}H")
 #: The whole timings packet in one unpack: the head (12 items), 32 x the read participant
 #: items, the tail (local participant index, tick count).
 _TIMINGS = struct.Struct(_TIMINGS_HEAD.format + _CAR_V2_READ * PARTICIPANTS_V2 + "HI")
@@ -234,7 +235,7 @@ def _car_items(first: int, cars: int, per_car: int) -> tuple[slice, ...]:
 # item j of every car in the _TIMINGS tuple (after its 12 head items)
 (
     _V2_X, _V2_Y, _V2_Z, _V2_HEADING, _V2_PITCH, _V2_BANK, _V2_DISTANCE, _V2_FLAG, _V2_PIT,
-    _V2_CAR_INDEX, _V2_LAP, _V2_TIME, _V2_SECTOR_TIME, _V2_MP_INDEX,
+    _V2_LAP, _V2_TIME, _V2_SECTOR_TIME, _V2_MP_INDEX,
 ) = _car_items(12, PARTICIPANTS_V2, _CAR_V2_ITEMS)  # fmt: skip
 
 # --- v2 game state (type 4): 24 bytes ------------------------------------------------------------
@@ -503,18 +504,21 @@ class _Columns:
         return self._value
 
 
-def _v2_status(columns: tuple[bytes, bytes, bytes, tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
-    """v2 participant bytes 14 (race position, active), 15 (sector), 20 (race state, lap
-    invalidated) and the car index u16 (index, human) -> those seven channels."""
-    position, sector, state, car = columns
+def _v2_status(columns: tuple[bytes, ...]) -> tuple[tuple[int, ...], ...]:
+    """v2 participant bytes 14 (race position, active), 15 (sector), 18-19 (car index u16: index,
+    human) and 20 (race state, lap invalidated) -> those seven channels."""
+    position, sector, index_low, index_high, state = columns
+    index = bytearray(2 * len(index_low))  # the u16s without their top bit, little-endian
+    index[0::2] = index_low
+    index[1::2] = index_high.translate(_LOW7)
     return (
         tuple(position.translate(_LOW7)),
         tuple(position.translate(_TOP)),
         tuple(sector.translate(_LOW3)),
         tuple(state.translate(_LOW3)),
         tuple(state.translate(_BIT3)),
-        tuple(v & 0x7FFF for v in car),
-        tuple(v >> 15 for v in car),
+        _CAR_INDICES.unpack(index),
+        tuple(index_high.translate(_TOP)),
     )
 
 
@@ -719,10 +723,9 @@ class Pcars2Decoder(_Base):
         local = t[-2]
         self._local = local
         at, end, size = _TIMINGS_CARS_AT, _TIMINGS_CARS_END, _CAR_V2_SIZE
-        status = (data[at + 14 : end : size], data[at + 15 : end : size], data[at + 20 : end : size])
-        race_position, active, sector, race_state, invalidated, car_index, human = self._status(
-            (*status, t[_V2_CAR_INDEX])
-        )
+        status = (data[at + 14 : end : size], data[at + 15 : end : size], data[at + 18 : end : size],
+                  data[at + 19 : end : size], data[at + 20 : end : size])  # fmt: skip
+        race_position, active, sector, race_state, invalidated, car_index, human = self._status(status)
         distance = t[_V2_DISTANCE]
         flag = t[_V2_FLAG]
         pit = t[_V2_PIT]
