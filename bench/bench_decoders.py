@@ -130,8 +130,9 @@ def _issue14_cases() -> list[tuple[str, str, dict[str, Any], bytes, struct.Struc
         else make_encoder("gt7", info, gt7_variant="A").encode(racing, first=False, last=False)[0]
     )
     out.append(("gt7 A (Salsa20 + decode)", "gt7", {}, a, gt7.VARIANTS["A"].struct))
-    c = make_encoder("gt7", info, gt7_variant="C").encode(racing, first=False, last=False)[0]
-    out.append(("gt7 C (Salsa20 + decode)", "gt7", {}, c, gt7.VARIANTS["C"].struct))
+    for letter in "B~C":
+        packet = make_encoder("gt7", info, gt7_variant=letter).encode(racing, first=False, last=False)[0]
+        out.append((f"gt7 {letter} (Salsa20 + decode)", "gt7", {}, packet, gt7.VARIANTS[letter].struct))
     pc2 = {len(p): p for p in make_encoder("pcars2", info).encode(racing, first=True, last=False)}
     out.append(
         ("pcars2 telemetry", "pcars2", {}, pc2[559], struct.Struct(pcars._TELEMETRY + pcars._PATCH5_TAIL))

@@ -182,3 +182,39 @@ def test_tuple_layout_slices_reorders_and_refuses_bad_names() -> None:
         TupleLayout([("not a name", 1)])
     with pytest.raises(ValueError):
         TupleLayout([("w", 4)], reorder={"w": (0, 0, 1, 2)})
+
+
+def test_presized_tuple_layout_fills_a_template_in_a_fixed_key_order() -> None:
+    from wrtfd.decoders._common import TupleLayout
+
+    spec = [("a", 1), (None, 2), ("w", 4), ("b", 1)]
+    display = TupleLayout(spec, reorder={"w": (2, 3, 0, 1)})
+    presized = TupleLayout(spec, reorder={"w": (2, 3, 0, 1)}, extra=["gear", "flag"])
+    t = tuple(range(10, 18))
+    built = presized.build(t)
+    # the layout's channels as the display form gives them, then the extra keys (None until set)
+    assert list(built.items()) == [*display.build(t).items(), ("gear", None), ("flag", None)]
+    assert list(presized.template) == ["a", "w", "b", "gear", "flag"]
+    assert set(presized.template.values()) == {None}  # the template itself is never filled
+    other = {**presized.template, "flag": True}
+    assert presized.build(t, other) == {"a": 10, "w": (15, 16, 13, 14), "b": 17, "gear": None, "flag": True}
+    assert other["a"] is None  # copied, not filled in place
+    built["gear"] = 3
+    assert list(built) == ["a", "w", "b", "gear", "flag"]  # setting an extra key keeps the order
+    with pytest.raises(ValueError):  # the presized form takes exactly its tuple
+        presized.build((*t, 0))
+    with pytest.raises(ValueError):
+        TupleLayout(spec, base=1, extra=[])
+    with pytest.raises(ValueError):
+        TupleLayout(spec, extra=["a"])  # an extra key that is a channel already
+
+
+def test_recent_texts_decode_like_cstr_and_stay_bounded() -> None:
+    from wrtfd.decoders._common import RecentTexts, cstr
+
+    texts = RecentTexts(limit=4)
+    raws = [b"Soft\x00xx", b"Soft\x00yy", b"Hard", b"\xe9t\xe9\x00", b"", b"Wet\x00", b"Medium\x00"]
+    for raw in raws + raws:
+        assert texts[raw] == cstr(raw)
+        assert len(texts) <= 4
+    assert texts[b"Soft\x00xx"] is texts[b"Soft\x00xx"]  # a hit is the remembered string

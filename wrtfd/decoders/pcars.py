@@ -38,7 +38,7 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from wrtfd.decoders._common import TupleLayout, cstr, selected_definition
+from wrtfd.decoders._common import RecentTexts, TupleLayout, cstr, selected_definition
 from wrtfd.decoders.base import Decoded, DropCounter
 from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import DecodeError
@@ -208,9 +208,35 @@ _TIMINGS_HEAD = struct.Struct("<IIBBBBbIffff")
 # car index (top bit: human), race state (+ invalidated lap bit), current lap, current time,
 # current sector time, multiplayer participant index.
 _CAR_V2 = "3h3hHBBBBHBBffH"
-_CAR_V2_ITEMS = 17
 _TIMINGS_TAIL = struct.Struct("<HI")  # local participant index, tick count
 _CAR_V2_SIZE = struct.calcsize("<" + _CAR_V2)  # 32
+# What the decoder unpacks of each participant info: the race position, sector, car index and
+# race state bytes are skipped (their bit fields are cut from stride slices of the datagram with
+# ``bytes.translate``, cheaper than unpacking and masking them one by one). 13 items: world
+# position x3, orientation x3, lap distance, highest flag, pit mode, current lap, current time,
+# current sector time, multiplayer index.
+_CAR_V2_READ = "3h3hH2xBB3xBffH"
+_CAR_V2_ITEMS = 13
+_CAR_INDICES = struct.Struct(f"<{PARTICIPANTS_V2}H")
+#: The whole timings packet in one unpack: the head (12 items), 32 x the read participant
+#: items, the tail (local participant index, tick count).
+_TIMINGS = struct.Struct(_TIMINGS_HEAD.format + _CAR_V2_READ * PARTICIPANTS_V2 + "HI")
+_TIMINGS_CARS_AT = _TIMINGS_HEAD.size  # 33
+_TIMINGS_CARS_END = _TIMINGS_CARS_AT + PARTICIPANTS_V2 * _CAR_V2_SIZE
+
+
+def _car_items(first: int, cars: int, per_car: int) -> tuple[slice, ...]:
+    """Slices of an unpacked tuple, one per item of a car: item j of every car (``cars`` runs of
+    ``per_car`` items from ``first``). A stride slice of the tuple is a channel's array."""
+    end = first + cars * per_car
+    return tuple(slice(first + j, end, per_car) for j in range(per_car))
+
+
+# item j of every car in the _TIMINGS tuple (after its 12 head items)
+(
+    _V2_X, _V2_Y, _V2_Z, _V2_HEADING, _V2_PITCH, _V2_BANK, _V2_DISTANCE, _V2_FLAG, _V2_PIT,
+    _V2_LAP, _V2_TIME, _V2_SECTOR_TIME, _V2_MP_INDEX,
+) = _car_items(12, PARTICIPANTS_V2, _CAR_V2_ITEMS)  # fmt: skip
 
 # --- v2 game state (type 4): 24 bytes ------------------------------------------------------------
 # build version, game/session state, ambient and track temperature, rain and snow density, wind
@@ -265,13 +291,26 @@ _V1_HEAD = struct.Struct(
 # participant info v1 (16 B): world position x3 (s16 m), lap distance, race position (top bit:
 # active), laps completed (top bit: lap invalidated), current lap, sector, last sector time.
 _CAR_V1 = "3hHBBBBf"
-_CAR_V1_ITEMS = 9
 _CAR_V1_SIZE = struct.calcsize("<" + _CAR_V1)  # 16
+# What the decoder unpacks of each participant info (the four bytes of race position, laps,
+# current lap and sector are cut from stride slices of the datagram): world position x3, lap
+# distance, last sector time.
+_CAR_V1_READ = "3hH4xf"
+_CAR_V1_ITEMS = 5
 _V1_TAIL = struct.Struct("<f2BB")
 _V1_TELEMETRY_SIZE = _V1_HEAD.size + PARTICIPANTS_V1 * _CAR_V1_SIZE + _V1_TAIL.size  # 1367
+#: The participants and the tail of a v1 telemetry packet in one unpack (from _V1_CARS_AT).
+_V1_CARS = struct.Struct("<" + _CAR_V1_READ * PARTICIPANTS_V1 + _V1_TAIL.format[1:])
+_V1_CARS_AT = _V1_HEAD.size
+_V1_CARS_END = _V1_CARS_AT + PARTICIPANTS_V1 * _CAR_V1_SIZE
+# item j of every car in the _V1_CARS tuple, and where its tail's four items start
+_V1_X, _V1_Y, _V1_Z, _V1_DISTANCE, _V1_SECTOR_TIME = _car_items(0, PARTICIPANTS_V1, _CAR_V1_ITEMS)
+_V1_TAIL_ITEM = PARTICIPANTS_V1 * _CAR_V1_ITEMS
 _V1_STRINGS_SIZE = 1347
 _V1_MORE_STRINGS_SIZE = 1028
 V1_SIZES = frozenset({_V1_TELEMETRY_SIZE, _V1_STRINGS_SIZE, _V1_MORE_STRINGS_SIZE})
+#: Packet type (low 2 bits of byte 2) -> its size.
+_V1_KIND_SIZES = {0: _V1_TELEMETRY_SIZE, 1: _V1_STRINGS_SIZE, 2: _V1_MORE_STRINGS_SIZE}
 # strings 1347 B: build, type, car name @3, 64 bytes, car class @131, track location @195, track
 # variation @259, 16 participant names @323 (offsets from the SMS header; names and class unused)
 _V1_STRINGS = struct.Struct("<HB64s64x64x64s64s")
@@ -351,15 +390,31 @@ _V1_SPEC: list[tuple[str | None, int]] = [
     ("wind_direction_x", 1),
     ("wind_direction_y", 1),
 ]
-_V1_TAIL_SPEC: list[tuple[str | None, int]] = [("track_length", 1), ("wings", 2), ("dpad", 1)]
 
 # byte -> masked byte tables for bit fields read straight from a stride slice of the datagram
 _LOW7 = bytes(b & 0x7F for b in range(256))
 _LOW3 = bytes(b & 0x07 for b in range(256))
 _TOP = bytes(b >> 7 for b in range(256))
 _BIT3 = bytes(b >> 3 & 1 for b in range(256))
+#: v1 race state flags (low 6 bits) -> race state, lap invalidated, anti-lock active, boost active.
+_V1_RACE_FLAGS = tuple((f & 0x07, f >> 3 & 1, f >> 4 & 1, f >> 5 & 1) for f in range(64))
 #: Gear byte -> (gear, number of gears): low nibble 0 neutral, 1.. forward, 15 reverse (-1).
-_GEARS = tuple({"gear": -1 if g & 15 == 15 else g & 15, "num_gears": g >> 4} for g in range(256))
+_GEARS = tuple((-1 if g & 15 == 15 else g & 15, g >> 4) for g in range(256))
+_GEAR_KEYS = ("gear", "num_gears")
+_COMPOUND_KEYS = ("tyre_compound_fl", "tyre_compound_fr", "tyre_compound_rl", "tyre_compound_rr")
+#: Channels a v1 telemetry packet adds to its head's layout, in their order: the bit fields,
+#: the gear, every car, the viewed car (only when the viewed index is a car), the tail.
+_V1_VIEWED_KEYS = ("world_position_x", "world_position_y", "world_position_z", "current_lap_distance",
+                   "race_position", "laps_completed", "current_lap", "sector")  # fmt: skip
+_V1_EXTRA = (
+    "game_state", "session_state", "race_state", "lap_invalidated", "anti_lock_active", "boost_active",
+    *_GEAR_KEYS,
+    "all_world_position_x", "all_world_position_y", "all_world_position_z", "all_current_lap_distance",
+    "all_race_position", "all_is_active", "all_laps_completed", "all_lap_invalidated", "all_current_lap",
+    "all_sector", "all_last_sector_time",
+    *_V1_VIEWED_KEYS,
+    "track_length", "wings", "dpad",
+)  # fmt: skip
 
 
 def _position(spec: Sequence[tuple[str | None, int]], name: str) -> int:
@@ -371,9 +426,10 @@ def _position(spec: Sequence[tuple[str | None, int]], name: str) -> int:
     raise KeyError(name)
 
 
-def _mapped(spec: Sequence[tuple[str | None, int]]) -> TupleLayout:
-    """The layout of ``spec`` without the names starting with "_" (read by position instead)."""
-    return TupleLayout([(None if n is None or n[0] == "_" else n, c) for n, c in spec])
+def _mapped(spec: Sequence[tuple[str | None, int]], extra: Sequence[str] | None = None) -> TupleLayout:
+    """The layout of ``spec`` without the names starting with "_" (read by position instead);
+    ``extra``: the presized form, with these keys set by the decoder (see TupleLayout)."""
+    return TupleLayout([(None if n is None or n[0] == "_" else n, c) for n, c in spec], extra=extra)
 
 
 def _track(location: str, variation: str) -> str:
@@ -423,9 +479,61 @@ class _Session:
             self.new()
         self.packet_number = number
 
-    def take_info(self) -> dict[str, str] | None:
-        info, self.info = self.info, None
-        return info
+
+class _Columns:
+    """The per-car status bytes of every participant entry, as channel tuples, remembered.
+
+    ``convert`` turns the raw columns (stride slices of the datagram: one byte of every car;
+    or a tuple of unpacked items) into the channels' tuples. Race positions, laps, sectors,
+    states and flags of a field of cars change a few times a lap, not every packet, so the
+    last columns' tuples are kept and reused while the columns are the same: a compare instead
+    of building 32 or 56 ints per channel again (tuples are immutable, sharing them is safe).
+    """
+
+    __slots__ = ("_convert", "_key", "_value")
+
+    def __init__(self, convert: Callable[[Any], tuple[tuple[int, ...], ...]]) -> None:
+        self._convert = convert
+        self._key: object = None
+        self._value: tuple[tuple[int, ...], ...] = ()
+
+    def __call__(self, columns: tuple[Any, ...]) -> tuple[tuple[int, ...], ...]:
+        if columns != self._key:
+            self._value = self._convert(columns)
+            self._key = columns
+        return self._value
+
+
+def _v2_status(columns: tuple[bytes, ...]) -> tuple[tuple[int, ...], ...]:
+    """v2 participant bytes 14 (race position, active), 15 (sector), 18-19 (car index u16: index,
+    human) and 20 (race state, lap invalidated) -> those seven channels."""
+    position, sector, index_low, index_high, state = columns
+    index = bytearray(2 * len(index_low))  # the u16s without their top bit, little-endian
+    index[0::2] = index_low
+    index[1::2] = index_high.translate(_LOW7)
+    return (
+        tuple(position.translate(_LOW7)),
+        tuple(position.translate(_TOP)),
+        tuple(sector.translate(_LOW3)),
+        tuple(state.translate(_LOW3)),
+        tuple(state.translate(_BIT3)),
+        _CAR_INDICES.unpack(index),
+        tuple(index_high.translate(_TOP)),
+    )
+
+
+def _v1_status(columns: tuple[bytes, bytes, bytes, bytes]) -> tuple[tuple[int, ...], ...]:
+    """v1 participant bytes 8 (race position, active), 9 (laps completed, lap invalidated), 10
+    (current lap) and 11 (sector) -> those six channels."""
+    position, laps, lap, sector = columns
+    return (
+        tuple(position.translate(_LOW7)),
+        tuple(position.translate(_TOP)),
+        tuple(laps.translate(_LOW7)),
+        tuple(laps.translate(_TOP)),
+        tuple(lap),
+        tuple(sector.translate(_LOW3)),
+    )
 
 
 class _Base:
@@ -441,12 +549,17 @@ class _Base:
         )
         self.skipped = DropCounter()
         self.session = _Session()
+        self._texts = RecentTexts()
 
     def _result(self, values: dict[str, Any]) -> Decoded:
         if self._keep is not None:
             values = {k: v for k, v in values.items() if k in self._keep}
         session = self.session
-        return Decoded(values=values, session_key=session.generation, session_info=session.take_info())
+        info = session.info  # new session info goes out once, with the next sample
+        if info is not None:
+            session.info = None
+        # positional (values, source_time_ns, session_key, new_session, session_info): faster
+        return Decoded(values, None, session.generation, False, info)
 
 
 class Pcars2Decoder(_Base):
@@ -462,9 +575,10 @@ class Pcars2Decoder(_Base):
 
     def __init__(self, *, channels: Sequence[str] | None = None) -> None:
         super().__init__(channels)
+        extra = (*_GEAR_KEYS, *_COMPOUND_KEYS)
         self._telemetry = {
-            559: (struct.Struct(_TELEMETRY + _PATCH5_TAIL), _mapped(_TELEMETRY_SPEC + _PATCH5_SPEC)),
-            538: (struct.Struct(_TELEMETRY), _mapped(_TELEMETRY_SPEC)),
+            559: (struct.Struct(_TELEMETRY + _PATCH5_TAIL), _mapped(_TELEMETRY_SPEC + _PATCH5_SPEC, extra)),
+            538: (struct.Struct(_TELEMETRY), _mapped(_TELEMETRY_SPEC, extra)),
         }
         self._i_gear = _position(_TELEMETRY_SPEC, "_gear_byte")
         self._i_viewed = _position(_TELEMETRY_SPEC, "viewed_participant_index")
@@ -472,9 +586,8 @@ class Pcars2Decoder(_Base):
         self._race = _mapped(_RACE_SPEC)
         self._i_track = _position(_RACE_SPEC, "_track_location")
         self._i_laps_time = _position(_RACE_SPEC, "_laps_time_in_event")
-        self._cars = struct.Struct("<" + _CAR_V2 * PARTICIPANTS_V2)
-        self._car = struct.Struct("<" + _CAR_V2)
         self._stats = struct.Struct("<" + _STATS * PARTICIPANTS_V2)
+        self._status = _Columns(_v2_status)
         self.viewed: int | None = None
         self._local: int | None = None
         self._names = [""] * PARTICIPANTS_V2
@@ -484,7 +597,7 @@ class Pcars2Decoder(_Base):
         self._nationality = [0] * PARTICIPANTS_V2
         self._mp_index = [0] * PARTICIPANTS_V2
         self._pending: tuple[int, int | None, dict[str, Any]] | None = None
-        self._handlers: dict[int, Callable[[bytes, dict[str, Any]], bool]] = {
+        self._handlers: dict[int, Callable[[bytes], dict[str, Any] | None]] = {
             0: self._telemetry_packet,
             1: self._race_packet,
             2: self._participants_packet,
@@ -517,8 +630,8 @@ class Pcars2Decoder(_Base):
                 reason="wrong_size",
             )
         self.session.counter(number)
-        values: dict[str, Any] = {}
-        if not self._handlers[kind](data, values):
+        values = self._handlers[kind](data)
+        if values is None:
             return None
         if kind in _PAIRED:
             paired = self._pair(kind, values)
@@ -545,23 +658,24 @@ class Pcars2Decoder(_Base):
         self._pending = (kind, tick, values)
         return held
 
-    # --- one method per packet type: fill ``values``; False when nothing is recorded --------
+    # --- one method per packet type: the values; None when nothing is recorded -------------
 
-    def _telemetry_packet(self, data: bytes, values: dict[str, Any]) -> bool:
+    def _telemetry_packet(self, data: bytes) -> dict[str, Any]:
         compiled, layout = self._telemetry[len(data)]
         t = compiled.unpack(data)
-        values.update(layout.build(t))
-        values.update(_GEARS[t[self._i_gear]])
+        values = layout.build(t)
+        values["gear"], values["num_gears"] = _GEARS[t[self._i_gear]]
         c = self._i_compound
-        values["tyre_compound_fl"] = cstr(t[c])
-        values["tyre_compound_fr"] = cstr(t[c + 1])
-        values["tyre_compound_rl"] = cstr(t[c + 2])
-        values["tyre_compound_rr"] = cstr(t[c + 3])
+        texts = self._texts
+        values["tyre_compound_fl"] = texts[t[c]]
+        values["tyre_compound_fr"] = texts[t[c + 1]]
+        values["tyre_compound_rl"] = texts[t[c + 2]]
+        values["tyre_compound_rr"] = texts[t[c + 3]]
         viewed = t[self._i_viewed]
         if viewed != self.viewed:
             self.viewed = viewed
             self._viewed_strings(values)
-        return True
+        return values
 
     def _viewed_index(self) -> int | None:
         viewed = self.viewed if self.viewed is not None else self._local
@@ -578,7 +692,8 @@ class Pcars2Decoder(_Base):
         values["class_name"] = self._classes.get(self._vehicle_class[i], "")
         self.session.set_car(vehicle)
 
-    def _race_packet(self, data: bytes, values: dict[str, Any]) -> bool:
+    def _race_packet(self, data: bytes) -> dict[str, Any] | None:
+        values: dict[str, Any] = {}
         t = _RACE.unpack(data)
         values.update(self._race.build(t))
         laps_time = t[self._i_laps_time]
@@ -586,9 +701,10 @@ class Pcars2Decoder(_Base):
         values["is_timed_session"] = laps_time >> 15
         i = self._i_track
         self.session.set_track(_track(cstr(t[i]), cstr(t[i + 1])))
-        return True
+        return values
 
-    def _participants_packet(self, data: bytes, values: dict[str, Any]) -> bool:
+    def _participants_packet(self, data: bytes) -> dict[str, Any] | None:
+        values: dict[str, Any] = {}
         t = _PARTICIPANTS.unpack(data)
         base = _first_slot(data, _NAMES_PER_PACKET, PARTICIPANTS_V2)
         n = min(_NAMES_PER_PACKET, PARTICIPANTS_V2 - base)
@@ -600,62 +716,68 @@ class Pcars2Decoder(_Base):
         values["all_nationality"] = tuple(self._nationality)
         values["all_mp_index"] = tuple(self._mp_index)
         self._viewed_strings(values)
-        return True
+        return values
 
-    def _timings_packet(self, data: bytes, values: dict[str, Any]) -> bool:
-        h = _TIMINGS_HEAD.unpack_from(data)
-        at = _TIMINGS_HEAD.size
-        end = at + PARTICIPANTS_V2 * _CAR_V2_SIZE
-        local, tick = _TIMINGS_TAIL.unpack_from(data, end)
-        values["num_participants"] = h[6]
-        values["participants_changed_timestamp"] = h[7]
-        values["event_time_remaining"] = h[8]
-        values["split_time_ahead"] = h[9]
-        values["split_time_behind"] = h[10]
-        values["split_time"] = h[11]
-        values["local_participant_index"] = local
-        values["tick_count"] = tick
+    def _timings_packet(self, data: bytes) -> dict[str, Any]:
+        t = _TIMINGS.unpack(data)
+        local = t[-2]
         self._local = local
-        t = self._cars.unpack_from(data, at)
-        k = _CAR_V2_ITEMS
-        values["all_world_position_x"] = t[0::k]
-        values["all_world_position_y"] = t[1::k]
-        values["all_world_position_z"] = t[2::k]
-        values["all_orientation_heading"] = t[3::k]  # quantised, as sent (see the definition)
-        values["all_orientation_pitch"] = t[4::k]
-        values["all_orientation_bank"] = t[5::k]
-        values["all_current_lap_distance"] = t[6::k]
-        position = data[at + 14 : end : _CAR_V2_SIZE]
-        values["all_race_position"] = tuple(position.translate(_LOW7))
-        values["all_is_active"] = tuple(position.translate(_TOP))
-        values["all_sector"] = tuple(data[at + 15 : end : _CAR_V2_SIZE].translate(_LOW3))
-        values["all_highest_flag"] = t[9::k]
-        values["all_pit_mode_schedule"] = t[10::k]
-        values["all_car_index"] = tuple(v & 0x7FFF for v in t[11::k])
-        values["all_is_human"] = tuple(data[at + 19 : end : _CAR_V2_SIZE].translate(_TOP))
-        state = data[at + 20 : end : _CAR_V2_SIZE]
-        values["all_race_state"] = tuple(state.translate(_LOW3))
-        values["all_lap_invalidated"] = tuple(state.translate(_BIT3))
-        values["all_current_lap"] = t[13::k]
-        values["all_current_time"] = t[14::k]
-        values["all_current_sector_time"] = t[15::k]
-        values["all_mp_participant_index"] = t[16::k]
+        at, end, size = _TIMINGS_CARS_AT, _TIMINGS_CARS_END, _CAR_V2_SIZE
+        status = (data[at + 14 : end : size], data[at + 15 : end : size], data[at + 18 : end : size],
+                  data[at + 19 : end : size], data[at + 20 : end : size])  # fmt: skip
+        race_position, active, sector, race_state, invalidated, car_index, human = self._status(status)
+        distance = t[_V2_DISTANCE]
+        flag = t[_V2_FLAG]
+        pit = t[_V2_PIT]
+        lap = t[_V2_LAP]
+        time = t[_V2_TIME]
+        sector_time = t[_V2_SECTOR_TIME]
+        values = {
+            "num_participants": t[6],
+            "participants_changed_timestamp": t[7],
+            "event_time_remaining": t[8],
+            "split_time_ahead": t[9],
+            "split_time_behind": t[10],
+            "split_time": t[11],
+            "local_participant_index": local,
+            "tick_count": t[-1],
+            "all_world_position_x": t[_V2_X],
+            "all_world_position_y": t[_V2_Y],
+            "all_world_position_z": t[_V2_Z],
+            "all_orientation_heading": t[_V2_HEADING],  # quantised, as sent (see the definition)
+            "all_orientation_pitch": t[_V2_PITCH],
+            "all_orientation_bank": t[_V2_BANK],
+            "all_current_lap_distance": distance,
+            "all_race_position": race_position,
+            "all_is_active": active,
+            "all_sector": sector,
+            "all_highest_flag": flag,
+            "all_pit_mode_schedule": pit,
+            "all_car_index": car_index,
+            "all_is_human": human,
+            "all_race_state": race_state,
+            "all_lap_invalidated": invalidated,
+            "all_current_lap": lap,
+            "all_current_time": time,
+            "all_current_sector_time": sector_time,
+            "all_mp_participant_index": t[_V2_MP_INDEX],
+        }
         i = self._viewed_index()
         if i is not None:
-            c = self._car.unpack_from(data, at + i * _CAR_V2_SIZE)
-            values["current_lap_distance"] = c[6]
-            values["race_position"] = c[7] & 0x7F
-            values["sector"] = c[8] & 0x07
-            values["highest_flag"] = c[9]
-            values["pit_mode_schedule"] = c[10]
-            values["race_state"] = c[12] & 0x07
-            values["lap_invalidated"] = c[12] >> 3 & 1
-            values["current_lap"] = c[13]
-            values["current_time"] = c[14]
-            values["current_sector_time"] = c[15]
-        return True
+            values["current_lap_distance"] = distance[i]
+            values["race_position"] = race_position[i]
+            values["sector"] = sector[i]
+            values["highest_flag"] = flag[i]
+            values["pit_mode_schedule"] = pit[i]
+            values["race_state"] = race_state[i]
+            values["lap_invalidated"] = invalidated[i]
+            values["current_lap"] = lap[i]
+            values["current_time"] = time[i]
+            values["current_sector_time"] = sector_time[i]
+        return values
 
-    def _game_state_packet(self, data: bytes, values: dict[str, Any]) -> bool:
+    def _game_state_packet(self, data: bytes) -> dict[str, Any] | None:
+        values: dict[str, Any] = {}
         t = _GAME_STATE.unpack(data)
         state = t[7]
         game, session = state & 0x07, state >> 4
@@ -670,9 +792,10 @@ class Pcars2Decoder(_Base):
         values["wind_direction_x"] = t[13]
         values["wind_direction_y"] = t[14]
         self.session.states(game, session)
-        return True
+        return values
 
-    def _time_stats_packet(self, data: bytes, values: dict[str, Any]) -> bool:
+    def _time_stats_packet(self, data: bytes) -> dict[str, Any] | None:
+        values: dict[str, Any] = {}
         at = _TIME_STATS_HEAD.size
         t = self._stats.unpack_from(data, at)
         k = 8
@@ -691,9 +814,10 @@ class Pcars2Decoder(_Base):
             values["fastest_sector1_time"] = t[i * k + 3]
             values["fastest_sector2_time"] = t[i * k + 4]
             values["fastest_sector3_time"] = t[i * k + 5]
-        return True
+        return values
 
-    def _names_packet(self, data: bytes, values: dict[str, Any]) -> bool:
+    def _names_packet(self, data: bytes) -> dict[str, Any] | None:
+        values: dict[str, Any] = {}
         if len(data) == PACKET_SIZES[8][1]:  # the last part: class names
             for j in range(_CLASSES_PER_PACKET):
                 index, name = _CLASS.unpack_from(data, 12 + j * _CLASS.size)
@@ -709,7 +833,7 @@ class Pcars2Decoder(_Base):
                     self._vehicles[index] = cstr(name)
                     self._vehicle_class[index] = vehicle_class
         self._viewed_strings(values)
-        return bool(values)
+        return values or None
 
 
 def _first_slot(data: bytes, per_packet: int, slots: int) -> int:
@@ -737,14 +861,12 @@ class Pcars1Decoder(_Base):
 
     def __init__(self, *, channels: Sequence[str] | None = None) -> None:
         super().__init__(channels)
-        self._layout = _mapped(_V1_SPEC)
-        self._tail = TupleLayout(_V1_TAIL_SPEC)
+        self._layout = _mapped(_V1_SPEC, _V1_EXTRA)
         self._i_state = _position(_V1_SPEC, "_game_session_state")
         self._i_flags = _position(_V1_SPEC, "_race_state_flags")
         self._i_gear = _position(_V1_SPEC, "_gear_byte")
         self._i_viewed = _position(_V1_SPEC, "viewed_participant_index")
-        self._cars = struct.Struct("<" + _CAR_V1 * PARTICIPANTS_V1)
-        self._car = struct.Struct("<" + _CAR_V1)
+        self._status = _Columns(_v1_status)
 
     def decode(self, data: bytes) -> Decoded | None:
         size = len(data)
@@ -759,8 +881,7 @@ class Pcars1Decoder(_Base):
                 f"pcars: {size}-byte datagram; expected 1367, 1347 or 1028", reason="wrong_size"
             )
         kind = data[2] & 0x03
-        expected = {0: _V1_TELEMETRY_SIZE, 1: _V1_STRINGS_SIZE, 2: _V1_MORE_STRINGS_SIZE}.get(kind)
-        if expected != size:
+        if _V1_KIND_SIZES.get(kind) != size:
             raise DecodeError(f"pcars: packet type {kind} in a {size}-byte datagram", reason="bad_header")
         if kind == 1:
             _build, _type, car, location, variation = _V1_STRINGS.unpack_from(data)
@@ -773,44 +894,50 @@ class Pcars1Decoder(_Base):
         t = _V1_HEAD.unpack_from(data)
         values = self._layout.build(t)
         state = t[self._i_state]
-        values["game_state"] = state & 0x07
-        values["session_state"] = state >> 4
-        flags = t[self._i_flags]
-        values["race_state"] = flags & 0x07
-        values["lap_invalidated"] = flags >> 3 & 1
-        values["anti_lock_active"] = flags >> 4 & 1
-        values["boost_active"] = flags >> 5 & 1
-        values.update(_GEARS[t[self._i_gear]])
-        at = _V1_HEAD.size
-        end = at + PARTICIPANTS_V1 * _CAR_V1_SIZE
-        cars = self._cars.unpack_from(data, at)
-        k = _CAR_V1_ITEMS
-        values["all_world_position_x"] = cars[0::k]
-        values["all_world_position_y"] = cars[1::k]
-        values["all_world_position_z"] = cars[2::k]
-        values["all_current_lap_distance"] = cars[3::k]
-        position = data[at + 8 : end : _CAR_V1_SIZE]
-        values["all_race_position"] = tuple(position.translate(_LOW7))
-        values["all_is_active"] = tuple(position.translate(_TOP))
-        laps = data[at + 9 : end : _CAR_V1_SIZE]
-        values["all_laps_completed"] = tuple(laps.translate(_LOW7))
-        values["all_lap_invalidated"] = tuple(laps.translate(_TOP))
-        values["all_current_lap"] = cars[6::k]
-        values["all_sector"] = tuple(data[at + 11 : end : _CAR_V1_SIZE].translate(_LOW3))
-        values["all_last_sector_time"] = cars[8::k]
+        game, session = state & 0x07, state >> 4
+        values["game_state"] = game
+        values["session_state"] = session
+        (
+            values["race_state"],
+            values["lap_invalidated"],
+            values["anti_lock_active"],
+            values["boost_active"],
+        ) = _V1_RACE_FLAGS[t[self._i_flags] & 0x3F]
+        values["gear"], values["num_gears"] = _GEARS[t[self._i_gear]]
+        at, end, size = _V1_CARS_AT, _V1_CARS_END, _CAR_V1_SIZE
+        c = _V1_CARS.unpack_from(data, at)
+        x = values["all_world_position_x"] = c[_V1_X]
+        y = values["all_world_position_y"] = c[_V1_Y]
+        z = values["all_world_position_z"] = c[_V1_Z]
+        distance = values["all_current_lap_distance"] = c[_V1_DISTANCE]
+        status = (data[at + 8 : end : size], data[at + 9 : end : size], data[at + 10 : end : size],
+                  data[at + 11 : end : size])  # fmt: skip
+        race_position, active, completed, invalidated, lap, sector = self._status(status)
+        values["all_race_position"] = race_position
+        values["all_is_active"] = active
+        values["all_laps_completed"] = completed
+        values["all_lap_invalidated"] = invalidated
+        values["all_current_lap"] = lap
+        values["all_sector"] = sector
+        values["all_last_sector_time"] = c[_V1_SECTOR_TIME]
         viewed = t[self._i_viewed]
         if 0 <= viewed < PARTICIPANTS_V1:
-            j = viewed * k
-            values["world_position_x"] = cars[j]
-            values["world_position_y"] = cars[j + 1]
-            values["world_position_z"] = cars[j + 2]
-            values["current_lap_distance"] = cars[j + 3]
-            values["race_position"] = cars[j + 4] & 0x7F
-            values["laps_completed"] = cars[j + 5] & 0x7F
-            values["current_lap"] = cars[j + 6]
-            values["sector"] = cars[j + 7] & 0x07
-        values.update(self._tail.build(_V1_TAIL.unpack_from(data, end)))
-        self.session.states(values["game_state"], values["session_state"])
+            values["world_position_x"] = x[viewed]
+            values["world_position_y"] = y[viewed]
+            values["world_position_z"] = z[viewed]
+            values["current_lap_distance"] = distance[viewed]
+            values["race_position"] = race_position[viewed]
+            values["laps_completed"] = completed[viewed]
+            values["current_lap"] = lap[viewed]
+            values["sector"] = sector[viewed]
+        else:  # no car viewed: no viewed car's channels (the template has their keys)
+            for key in _V1_VIEWED_KEYS:
+                del values[key]
+        tail = _V1_TAIL_ITEM
+        values["track_length"] = c[tail]
+        values["wings"] = c[tail + 1 : tail + 3]
+        values["dpad"] = c[tail + 3]
+        self.session.states(game, session)
         return self._result(values)
 
 
