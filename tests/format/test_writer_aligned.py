@@ -1,6 +1,7 @@
-"""Large batches go to write() up to a page boundary, the rest of the batch stays buffered: the
-file stays a readable prefix (N11), and a failed write still truncates back to the last complete
-frame with the writer's counters matching the disk."""
+"""Large batches go to write() up to the last frame boundary at or before a page boundary, the
+rest of the batch stays buffered: the file stays a readable prefix ending on a whole frame (and,
+with the frame check, a whole commit group) (N11), and a failed write still truncates back to
+the last complete frame with the writer's counters matching the disk."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from wrtfd.format import Reader, Writer, validate_file
 # 24-byte frames: a page boundary falls inside a frame most of the time
 SCHEMA = make_schema([fld("x", "float32"), fld("n", "uint32"), fld("k", "uint16")])
 PAGE = 4096
+FRAME = SCHEMA.frame_size
 
 
 def _frames(ticks: range | list[int]) -> np.ndarray:
@@ -33,14 +35,19 @@ def _on_disk(path: Path) -> list[int]:
         return [int(t) for i in range(len(r.sessions)) for t in r.frames(i)["tick"]]
 
 
-def test_a_large_batch_ends_its_write_on_a_page_boundary(tmp_path: Path) -> None:
+def test_a_large_batch_ends_its_write_on_the_last_frame_before_a_page_boundary(tmp_path: Path) -> None:
     path = tmp_path / "a.wrtf"
     w = Writer(path, SCHEMA, rate_hz=100, start_timestamp_us=START_US)
     w.begin_session()
     w.write_frames(_frames(range(5000)))  # 120,000 bytes: a direct write
     size = path.stat().st_size
-    assert size % PAGE == 0 and 0 < w.bytes_written - size < PAGE  # the rest is buffered
-    assert _on_disk(path) == list(range((size - (w.bytes_written - 5000 * 24)) // 24))  # N11 prefix
+    frames_at = w.bytes_written - 5000 * FRAME
+    assert (size - frames_at) % FRAME == 0  # whole frames only: no torn frame on disk
+    assert (
+        size % PAGE < FRAME and size // PAGE == (frames_at + 5000 * FRAME) // PAGE
+    )  # the last page boundary
+    assert 0 < w.bytes_written - size < PAGE + FRAME  # the rest is buffered
+    assert _on_disk(path) == list(range((size - frames_at) // FRAME))  # N11 prefix
     w.flush()
     assert path.stat().st_size == w.bytes_written and _on_disk(path) == list(range(5000))
     w.close()
@@ -56,7 +63,7 @@ def test_unbuffered_writer_writes_every_batch_whole(tmp_path: Path) -> None:
     w.close()
 
 
-def test_a_failed_flush_of_a_split_frame_truncates_to_the_last_complete_frame(
+def test_a_failed_flush_of_the_rest_of_a_batch_truncates_to_the_last_complete_frame(
     tmp_path: Path, file_size_limit: Callable[[int], None]
 ) -> None:
     path = tmp_path / "f.wrtf"
@@ -65,13 +72,13 @@ def test_a_failed_flush_of_a_split_frame_truncates_to_the_last_complete_frame(
     w.write_frames(_frames(range(4800)))
     on_disk = path.stat().st_size
     frames_at = w.bytes_written - 4800 * 24
-    assert (on_disk - frames_at) % 24 != 0  # the page boundary cut a frame
+    assert (on_disk - frames_at) % 24 == 0 and on_disk < w.bytes_written  # the rest is buffered
     complete = (on_disk - frames_at) // 24
-    file_size_limit(on_disk + 1)  # the rest of the batch can't go out
+    file_size_limit(on_disk + 30)  # the rest of the batch can't go out (one frame and a bit)
     with pytest.raises(OSError):
         w.flush()
     file_size_limit(1 << 40)
-    assert path.stat().st_size == frames_at + complete * 24  # the torn frame is gone
+    assert path.stat().st_size == frames_at + complete * 24  # the partly written rest is gone
     assert w.frames_in_session == complete and w.last_tick == complete - 1 and w.first_tick == 0
     assert w.bytes_written == path.stat().st_size
     w.write_frames(_frames(range(complete, complete + 10)))

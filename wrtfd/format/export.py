@@ -1,9 +1,11 @@
 """Flat tables from a WRTF file: CSV and Parquet (through pyarrow, an optional extra).
 
 Columns are ``session``, ``tick``, ``time_us`` and one per leaf of the frame, named by joining
-the path with ``_`` (``wheels_0_temperature``). Enums become their names, ``text`` fields
-strings. Work is done per chunk of frames with numpy, never per row in Python, except for the
-pure-Python CSV fallback used when pyarrow is not installed.
+the path with ``_`` (``wheels_0_temperature``), without the frame check's field unless asked
+(``with_check``). Only frames that pass the frame check are exported; the others are reported
+in ``dropped``. Enums become their names, ``text`` fields strings. Work is done per chunk of
+frames with numpy, never per row in Python, except for the pure-Python CSV fallback used when
+pyarrow is not installed.
 """
 
 from __future__ import annotations
@@ -11,17 +13,19 @@ from __future__ import annotations
 import csv
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from wrtfd.errors import FormatError
-from wrtfd.format.reader import Reader, ticks_to_time_us
+from wrtfd.format.check import CheckFailure
+from wrtfd.format.reader import Reader, check_dropped, ticks_to_time_us
 from wrtfd.format.schema import Leaf, leaf_column
 
 __all__ = ["column_names", "export_file", "iter_columns"]
 
 Progress = Callable[[int, int], None]
+Dropped = list[tuple[int, CheckFailure]]
 _CHUNK = 1 << 16
 
 
@@ -51,12 +55,25 @@ def _enum_column(col: np.ndarray, leaf: Leaf) -> np.ndarray:
     return labels[inv.reshape(-1)]
 
 
-def iter_columns(reader: Reader, chunk: int = _CHUNK) -> Iterator[tuple[list[str], list[np.ndarray]]]:
-    """(names, columns) per chunk of frames, over all sessions."""
-    leaves = reader.schema.frame_leaves
+def _leaves(reader: Reader, with_check: bool) -> list[Leaf]:
+    return reader.schema.frame_leaves if with_check else reader.data_leaves
+
+
+def iter_columns(
+    reader: Reader, chunk: int = _CHUNK, *, with_check: bool = False, dropped: Dropped | None = None
+) -> Iterator[tuple[list[str], list[np.ndarray]]]:
+    """(names, columns) per chunk of the frames that pass the frame check, over all sessions;
+    the frames left out go to ``dropped``."""
+    leaves = _leaves(reader, with_check)
     names = ["session", "tick", "time_us", *column_names(leaves)]
+    if dropped is not None:
+        dropped.extend(check_dropped(reader))
     for s in reader.sessions:
-        for arr in reader.iter_frames(s.index, chunk):
+        frames, failures = reader.verified_frames(s.index)
+        if dropped is not None:
+            dropped.extend((s.index, f) for f in failures)
+        for start in range(0, len(frames), chunk):
+            arr = frames[start : start + chunk]
             cols: list[np.ndarray] = [
                 np.full(len(arr), s.index, dtype=np.int64),
                 np.ascontiguousarray(arr["tick"]),
@@ -82,31 +99,46 @@ def _have_pyarrow() -> bool:
 
 
 def export_file(
-    reader: Reader, output: Path, fmt: str | None = None, progress: Progress | None = None
+    reader: Reader,
+    output: Path,
+    fmt: str | None = None,
+    progress: Progress | None = None,
+    *,
+    with_check: bool = False,
+    dropped: Dropped | None = None,
 ) -> int:
-    """Write all frames of ``reader`` to ``output`` (format from ``fmt`` or the suffix); rows written.
+    """Write the frames of ``reader`` that pass the frame check to ``output`` (format from
+    ``fmt`` or the suffix); rows written. Frames left out are appended to ``dropped``.
 
     :raises FormatError: unknown format, or Parquet without pyarrow.
     """
     fmt = (fmt or output.suffix.lstrip(".")).lower()
     total = reader.total_frames
+    opts = _Options(with_check, dropped)
     if fmt == "parquet":
         if not _have_pyarrow():
             raise FormatError("Parquet export needs pyarrow: install wrtfd[parquet]")
-        return _export_arrow(reader, output, "parquet", total, progress)
+        return _export_arrow(reader, output, "parquet", total, progress, opts)
     if fmt == "csv":
         if _have_pyarrow():
-            return _export_arrow(reader, output, "csv", total, progress)
-        return _export_csv_plain(reader, output, total, progress)
+            return _export_arrow(reader, output, "csv", total, progress, opts)
+        return _export_csv_plain(reader, output, total, progress, opts)
     raise FormatError(f"{output}: unknown export format {fmt!r} (use .csv or .parquet)")
 
 
-def _export_arrow(reader: Reader, output: Path, fmt: str, total: int, progress: Progress | None) -> int:
+class _Options(NamedTuple):
+    with_check: bool
+    dropped: Dropped | None
+
+
+def _export_arrow(
+    reader: Reader, output: Path, fmt: str, total: int, progress: Progress | None, opts: _Options
+) -> int:
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    leaves = reader.schema.frame_leaves
+    leaves = _leaves(reader, opts.with_check)
     names = ["session", "tick", "time_us", *column_names(leaves)]
     fields = [pa.field("session", pa.int64()), pa.field("tick", pa.uint64()), pa.field("time_us", pa.int64())]
     for name, lf in zip(names[3:], leaves, strict=True):
@@ -119,7 +151,7 @@ def _export_arrow(reader: Reader, output: Path, fmt: str, total: int, progress: 
     writer = pq.ParquetWriter(output, schema) if fmt == "parquet" else pacsv.CSVWriter(output, schema)
     rows = 0
     try:
-        for _, cols in iter_columns(reader):
+        for _, cols in iter_columns(reader, with_check=opts.with_check, dropped=opts.dropped):
             arrays = [pa.array(c, type=f.type) for c, f in zip(cols, fields, strict=True)]
             writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
             rows += len(cols[0])
@@ -137,12 +169,14 @@ def _leaf_dtype(reader: Reader, lf: Leaf) -> np.dtype[Any]:
     return leaf_column(probe, lf.path).dtype
 
 
-def _export_csv_plain(reader: Reader, output: Path, total: int, progress: Progress | None) -> int:
+def _export_csv_plain(
+    reader: Reader, output: Path, total: int, progress: Progress | None, opts: _Options
+) -> int:
     rows = 0
     with open(output, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         header_done = False
-        for names, cols in iter_columns(reader):
+        for names, cols in iter_columns(reader, with_check=opts.with_check, dropped=opts.dropped):
             if not header_done:
                 w.writerow(names)
                 header_done = True
@@ -155,5 +189,5 @@ def _export_csv_plain(reader: Reader, output: Path, total: int, progress: Progre
             if progress:
                 progress(rows, total)
         if not header_done:
-            w.writerow(["session", "tick", "time_us", *column_names(reader.schema.frame_leaves)])
+            w.writerow(["session", "tick", "time_us", *column_names(_leaves(reader, opts.with_check))])
     return rows

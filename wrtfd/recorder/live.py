@@ -26,26 +26,14 @@ writer thread gets one batch per ``batch_s`` through a queue and only marks it d
 of the loop per write. A sample's time is its receive time, so when the engine steps never
 changes a frame.
 
-Durability bound
-----------------
-A sample received at time t reaches the intake at once, or at the source's next batched read
-(``read_interval_s``, 0.2 s for UDP; the step follows in the same wake-up); its tick can close
-at ``t + 1/rate_hz + jitter_s`` (the tick stays open for late samples) and is closed by the next
-step, at most ``max(tick_s, close_s, read_interval_s)`` later (0.2 s by default, the UDP read
-interval: reading a steady feed twice as often costs a third more CPU); the frame is
-queued for the writer thread at that step or the first one ``batch_s`` after the last batch, and
-written (``write()``, so it survives a crash of the process) right away, then fsynced at the
-latest ``fsync_interval_s`` later. So:
-
-* ``kill -9`` or a crash of wrtfd loses at most ``jitter_s + 1/rate + max(tick_s, close_s,
-  read_interval_s) + batch_s`` (defaults: 0.1 + 0.017 + 0.2 + 0.1 = about 0.42 s) of the newest
-  data, plus ``settle_s`` (0.5 s) in the first moments of a session, whose tick grid is fixed
-  only after that long;
-* a power cut loses at most that plus ``fsync_interval_s`` (default 1 s): about 1.4 s
-  (1.9 s at the very start of a session).
-
-Nothing older is ever at risk: the format writer only appends whole records, a failed write is
-truncated back, and ``wrtfd repair`` finalizes a file that lost its footers (N11).
+Durability
+----------
+The bound (what a crash or a power cut can lose) is derived and its defaults kept in
+:mod:`wrtfd.recorder.durability`, and stated in ``docs/durability.md``. Here: files are created
+durable, a session that ends on idle closes its file (fsynced), and the sink syncs
+``sync_early_s`` (1.5 x ``close_s``, the engine's longest pause between two looks at the
+schedule while data waits) before ``fsync_interval_s`` runs out, so two fsyncs are never more
+than ``fsync_interval_s`` apart (a sync found due only at the next step came ~0.2 s late).
 
 Every shutdown path ends the session and closes the file: :meth:`LiveRecorder.stop`, cancellation
 of :meth:`LiveRecorder.run` (SIGTERM in the daemon cancels its task group: the final writes run in
@@ -66,6 +54,7 @@ from typing import Any
 import anyio
 
 from wrtfd.decoders.base import Sample
+from wrtfd.recorder import durability
 from wrtfd.recorder.recorder import FramesOp, Op, Recorder, RecorderPolicy, SourceSpec
 from wrtfd.sources.base import SinkFull
 
@@ -83,8 +72,8 @@ class LiveRecorder:
         *,
         metadata: Mapping[str, str] | None = None,
         intake_capacity: int = 4096,
-        tick_s: float = 0.1,
-        close_s: float = 0.1,
+        tick_s: float = durability.TICK_S,
+        close_s: float = durability.CLOSE_S,
         idle_check_s: float = 1.0,
         max_backlog_s: float = 30.0,
         stall_after_s: float = 5.0,
@@ -92,12 +81,20 @@ class LiveRecorder:
         clock_ns: Callable[[], int] = time.monotonic_ns,
         on_batch: Callable[[Recorder, bool], None] | None = None,
     ) -> None:
-        self.recorder = Recorder(sources, policy, derived, metadata=metadata, clock=lambda: clock_ns() / 1e9)
+        self._tick_s = max(1e-4, tick_s)
+        self._close_s = max(self._tick_s, close_s)
+        self.recorder = Recorder(
+            sources,
+            policy,
+            derived,
+            metadata=metadata,
+            clock=lambda: clock_ns() / 1e9,
+            live=True,
+            sync_early_s=min(1.5 * self._close_s, policy.fsync_interval_s / 2),
+        )
         self.policy = policy
         self._intake: deque[Sample] = deque()
         self._capacity = max(1, intake_capacity)
-        self._tick_s = max(1e-4, tick_s)
-        self._close_s = max(self._tick_s, close_s)
         self._last_step = -1e18  # loop time of the last engine step
         self._idle_check_s = max(self._tick_s, idle_check_s)
         self._stall_after_s = stall_after_s
