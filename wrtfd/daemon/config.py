@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from wrtfd.errors import ConfigError
+from wrtfd.recorder import durability
 from wrtfd.sources.udp import DEFAULT_READ_INTERVAL_S
 
 __all__ = [
@@ -268,11 +269,11 @@ class RecorderConfig(_Model):
     rotate_bytes: Annotated[int, Field(ge=4096)] | None = None
     rotate_s: PositiveSeconds | None = None
     rotate_sessions: Annotated[int, Field(ge=1)] | None = None
-    #: Upper bound on the data a power cut can lose.
-    fsync_interval_s: PositiveSeconds = 1.0
+    #: Written data is fsynced at least this often (the power-cut term of docs/durability.md).
+    fsync_interval_s: PositiveSeconds = durability.FSYNC_INTERVAL_S
     #: How often the recorder's engine turns samples into frames: idle CPU against latency
     #: (frames reach the writer up to this much later; durability is bounded by fsync anyway).
-    engine_tick_s: Annotated[float, Field(ge=0.001, le=0.5)] = 0.1
+    engine_tick_s: Annotated[float, Field(ge=0.001, le=0.5)] = durability.TICK_S
     #: Bound of the intake between sources and the recorder, in samples.
     queue_size: Annotated[int, Field(ge=16, le=1_000_000)] = 4096
     #: File-level metadata ("Track", "Driver", ...), stored in every file.

@@ -338,8 +338,12 @@ def _structure(
             length = int(n[p])
             end = p + length
             if end > count:
-                bad.append((p, count, f"its group of {length} frames is cut short after {count - p}"))
-                break
+                if ci + 1 >= len(cand):
+                    bad.append((p, count, f"its group of {length} frames is cut short after {count - p}"))
+                    break
+                bad.append((p, cand[ci + 1], f"its group of {length} frames runs into the next group"))
+                p = cand[ci + 1]
+                continue
             if int(not_same[end - 1]) - int(not_same[p]) == 0:
                 groups.append((p, length))
                 p = end
