@@ -82,6 +82,7 @@ _VERIFY_CHUNK_BYTES = 4 << 20
 
 _SALT_RE = re.compile(r"[0-9a-f]{16}")
 _WITH_CHECK_CACHE: dict[str, Schema] = {}
+_U16 = np.dtype("<u2")
 _U32 = np.dtype("<u4")
 _U64 = np.dtype("<u8")
 
@@ -248,13 +249,13 @@ class FrameCheck:
         if count <= 0:
             return []
         fs = self.frame_size
-        col = np.ndarray((count,), dtype=_U64, buffer=buf, offset=frames_offset + self.offset, strides=(fs,))
-        index = (col >> np.uint64(48)).astype(np.int64)
-        n = ((col >> np.uint64(32)) & np.uint64(0xFFFF)).astype(np.int64)
-        crc = col & np.uint64(0xFFFFFFFF)
+        at = frames_offset + self.offset
+        crc = np.ndarray((count,), dtype=_U32, buffer=buf, offset=at, strides=(fs,))
+        n = np.ndarray((count,), dtype=_U16, buffer=buf, offset=at + 4, strides=(fs,))
+        index = np.ndarray((count,), dtype=_U16, buffer=buf, offset=at + 6, strides=(fs,))
         groups, bad = _structure(index, n, crc, count)
         out: list[CheckFailure] = []
-        crc_list = crc.tolist() if groups else []
+        stored = crc[np.asarray([g[0] for g in groups], dtype=np.int64)].tolist() if groups else []
         # Walk groups and structural failures in file order; CRCs are computed lazily, in chunks.
         verifier = _GroupCrcs(self, buf, frames_offset, groups)
         gi = 0
@@ -267,7 +268,7 @@ class FrameCheck:
                 start, length = groups[gi]
                 got = verifier.crc(gi)
                 gi += 1
-                if got == crc_list[start]:
+                if got == stored[gi - 1]:
                     continue
                 stop = start + length
                 reason = (
@@ -307,14 +308,16 @@ def _structure(
     index: np.ndarray, n: np.ndarray, crc: np.ndarray, count: int
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int, str]]]:
     """Split frames into structurally whole groups ``(start, length)`` and failing ranges
-    ``(start, stop, reason)``, from the index, count and CRC fields alone."""
+    ``(start, stop, reason)``, from the index, count and CRC fields alone (uint16 index and
+    count: an index wrapping from 65535 to 0 can never link two frames of one group, whose
+    indexes stay below its count)."""
     same = np.zeros(count, dtype=bool)
     if count > 1:
         same[1:] = (index[1:] == index[:-1] + 1) & (n[1:] == n[:-1]) & (crc[1:] == crc[:-1])
     starts = np.flatnonzero((index == 0) & (n >= 1))
     # Fast path: the groups tile the frames exactly (every healthy file).
     if len(starts) and starts[0] == 0:
-        lens = n[starts]
+        lens = n[starts].astype(np.int64)
         ends = starts + lens
         breaks = np.flatnonzero(~same)
         if (
@@ -390,21 +393,22 @@ class _GroupCrcs:
         return self.view
 
     def crc(self, gi: int) -> int:
-        start, length = self.groups[gi]
+        groups = self.groups
+        start, length = groups[gi]
         fs = self.check.frame_size
         end = start + length
-        # The window reaches as far as the following groups that sit right after this one.
-        limit = end
-        j = gi + 1
-        while j < len(self.groups) and self.groups[j][0] == limit and limit - start < self.chunk:
-            limit += self.groups[j][1]
-            j += 1
         value = self.check.seed(self.frames_offset + start * fs)
         k = start
         while k < end:
             view = self.view
             if view is None or not (self.win_a <= k < self.win_b):
-                view = self._window(k, max(limit, end))
+                # A new window: this group and the groups right after it, up to a chunk.
+                limit = end
+                j = gi + 1
+                while j < len(groups) and groups[j][0] == limit and limit + groups[j][1] - k <= self.chunk:
+                    limit += groups[j][1]
+                    j += 1
+                view = self._window(k, limit)
             stop = min(end, self.win_b)
             value = crc32c.crc32c(view[(k - self.win_a) * fs : (stop - self.win_a) * fs], value)
             k = stop
