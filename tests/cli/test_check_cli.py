@@ -3,6 +3,8 @@ export that leave out (and report) frames failing the check."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import tempfile
 from pathlib import Path
@@ -127,9 +129,6 @@ def test_write_with_the_salt_of_a_dump_gives_the_same_file(tmp_path: Path) -> No
     with Reader(a) as r:
         salt = r.metadata["wrtfd.check.salt"]
     dump = tmp_path / "a.jsonl"
-    import contextlib
-    import io
-
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         assert main(["dump", str(a)]) == 0
@@ -182,7 +181,8 @@ def test_repair_exit_code_matches_whether_its_output_validates(
     seed: int,
 ) -> None:
     """Random cuts, zeroed, random and flipped byte runs: repair exits 0 only when its output
-    validates, and never 0 when it would not (1: written but invalid; 2: unreadable)."""
+    validates, and never 0 when it would not (1: written but invalid; 2: unreadable). info,
+    validate and dump answer every state with an exit code, never a traceback."""
     data = bytearray(checked_sample[1] if crashed else checked_sample[0])
     rng = np.random.default_rng(seed)
     data = data[: max(1, len(data) - cut % 400)]
@@ -198,7 +198,11 @@ def test_repair_exit_code_matches_whether_its_output_validates(
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "c.wrtf", Path(tmp) / "r.wrtf"
         src.write_bytes(bytes(data))
-        code = main(["repair", str(src), "-o", str(out)])
+        sink = io.StringIO()
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            for command in ("info", "validate", "dump"):
+                assert main([command, str(src)]) in (0, 1, 2), command
+            code = main(["repair", str(src), "-o", str(out)])
         assert code in (0, 1, 2)
         if code == 2:
             assert not out.exists()

@@ -154,7 +154,8 @@ CREATE_CHILD = textwrap.dedent(
 def test_a_new_file_is_durable_before_its_first_frame(tmp_path: Path) -> None:
     """The recorder's writer makes header, metadata and directory entry durable before the file
     appears under its name and before any frame is written: strace shows write(header), fsync,
-    rename to the final name, fsync of the directory, then the frames."""
+    rename to the final name, fsync of the directory, write(session header), fsync, then the
+    frames."""
     strace = "/usr/bin/strace"
     if not Path(strace).exists():
         pytest.skip("strace is not installed (.ci/run installs it)")
@@ -204,11 +205,13 @@ def test_a_new_file_is_durable_before_its_first_frame(tmp_path: Path) -> None:
     i_fsync = events.index(f"fsync {tmp_name}")
     i_rename = events.index(f"rename {tmp_name} -> {final.name}")
     i_dir = events.index(f"open {out.name}") if f"open {out.name}" in events else None
-    frames = [k for k, e in enumerate(events) if e.split()[0] in ("write", "writev") and k > i_write]
+    later = [k for k, e in enumerate(events) if e.split()[0] in ("write", "writev") and k > i_write]
     assert i_write < i_fsync < i_rename, events
-    assert frames and frames[0] > i_rename, events  # nothing but the header before it is durable
+    assert len(later) >= 2 and later[0] > i_rename, events  # nothing but the header before it is durable
     assert i_dir is None or i_dir > i_rename
-    assert f"fsync {out.name}" in events[i_rename : frames[0]], events  # the directory entry
+    assert f"fsync {out.name}" in events[i_rename : later[0]], events  # the directory entry
+    # the session header (the next write) is made durable before the first frame is written
+    assert f"fsync {tmp_name}" in events[later[0] : later[1]], events
     with Reader(final) as r:
         assert r.metadata["wrtfd.check"] == "crc32c-group/1" and r.total_frames == 2
 

@@ -12,8 +12,9 @@ order (``begin`` a session, ``frames``, ``end`` it, ``close``) and decides on it
   of its own (random, or derived from ``salt_seed`` for a deterministic replay);
   :meth:`FileSink.sync_if_due` flushes and fsyncs once ``fsync_interval_s`` (less
   ``sync_early_s``, the caller's scheduling slack) has passed on the caller's clock;
-  ``sync_on_create`` makes each new file durable (header, metadata, directory entry) before it
-  appears; ``close_on_idle`` closes the file when a session ends on idle, so that a machine
+  ``sync_starts`` makes each new file durable (header, metadata, directory entry) before it
+  appears, and each new session's header (with the footer before it) before its first frame,
+  so a power cut can never pair this file's frames with stale session records; ``close_on_idle`` closes the file when a session ends on idle, so that a machine
   switched off while nobody drives leaves only complete files (the next session opens a new one);
 * **I/O errors** (ENOSPC, EIO...): the writer truncates a failed write back to its last complete
   record; the sink then closes the file as cleanly as the disk allows (a file with no frame is
@@ -154,7 +155,7 @@ class FileSink:
         retry_max_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         buffer_bytes: int = 1 << 20,
-        sync_on_create: bool = False,
+        sync_starts: bool = False,
         close_on_idle: bool = False,
         sync_early_s: float = 0.0,
         salt_seed: bytes | None = None,
@@ -174,7 +175,7 @@ class FileSink:
         self.fsync_interval_s = fsync_interval_s
         # Sync this much before the interval runs out: the caller only looks between steps.
         self._sync_after_s = max(0.0, fsync_interval_s - max(0.0, sync_early_s))
-        self.sync_on_create = sync_on_create
+        self.sync_starts = sync_starts
         self.close_on_idle = close_on_idle
         self._salt_seed = None if salt_seed is None else salt_seed + schema.yaml_text.encode()
         self.flush_each_batch = flush_each_batch
@@ -365,7 +366,11 @@ class FileSink:
         header["start_reason"] = reason
         try:
             w.begin_session(header)
-            if self.flush_each_batch:
+            if self.sync_starts:
+                w.fsync()
+                self._last_sync = self._clock()
+                self._dirty_since = None
+            elif self.flush_each_batch:
                 w.flush()
         except OSError as exc:
             self._fail(exc, start_us)
@@ -413,7 +418,7 @@ class FileSink:
                 buffer_bytes=self._buffer_bytes,
                 check=True,
                 check_salt=self._salt(),
-                sync_on_create=self.sync_on_create,
+                sync_on_create=self.sync_starts,
             )
             if self.flush_each_batch:
                 self.writer.flush()

@@ -143,9 +143,9 @@ class Recorder:
 
     ``schema`` is the recording's definition (what ``recorder.schema`` pins); its files carry
     the frame check on top (:mod:`wrtfd.format.check`). ``live=True`` (the live driver) makes a
-    new file durable at once, closes the file when a session ends on idle (so that a rig
-    switched off afterwards leaves only complete files) and syncs ``sync_early_s`` before the
-    fsync interval runs out. ``salt_seed`` derives the files' check salts from it (replay:
+    new file and each new session's header durable at once, closes the file when a session
+    ends on idle (so that a rig switched off afterwards leaves only complete files) and syncs
+    ``sync_early_s`` before the fsync interval runs out. ``salt_seed`` derives the files' check salts from it (replay:
     the same input gives the same bytes); by default each file draws random ones.
 
     :raises ConfigError: bad policy, source or plug-in names, or a definition that does not compose.
@@ -205,7 +205,7 @@ class Recorder:
             retry_s=policy.retry_s,
             retry_max_s=policy.retry_max_s,
             clock=clock,
-            sync_on_create=live,
+            sync_starts=live,
             close_on_idle=live,
             sync_early_s=sync_early_s,
             salt_seed=salt_seed,
