@@ -14,8 +14,9 @@ order (``begin`` a session, ``frames``, ``end`` it, ``close``) and decides on it
   ``sync_early_s``, the caller's scheduling slack) has passed on the caller's clock;
   ``sync_starts`` makes each new file durable (header, metadata, directory entry) before it
   appears, and each new session's header (with the footer before it) before its first frame,
-  so a power cut can never pair this file's frames with stale session records; ``close_on_idle`` closes the file when a session ends on idle, so that a machine
-  switched off while nobody drives leaves only complete files (the next session opens a new one);
+  so a power cut can never pair this file's frames with stale session records;
+  ``close_on_idle`` closes the file when a session ends on idle, so that a machine switched off
+  while nobody drives leaves only complete files (the next session opens a new one);
 * **I/O errors** (ENOSPC, EIO...): the writer truncates a failed write back to its last complete
   record; the sink then closes the file as cleanly as the disk allows (a file with no frame is
   removed), records the error with the path, drops (and counts) frames while the disk is

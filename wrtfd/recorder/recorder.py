@@ -145,8 +145,9 @@ class Recorder:
     the frame check on top (:mod:`wrtfd.format.check`). ``live=True`` (the live driver) makes a
     new file and each new session's header durable at once, closes the file when a session
     ends on idle (so that a rig switched off afterwards leaves only complete files) and syncs
-    ``sync_early_s`` before the fsync interval runs out. ``salt_seed`` derives the files' check salts from it (replay:
-    the same input gives the same bytes); by default each file draws random ones.
+    ``sync_early_s`` before the fsync interval runs out. ``salt_seed`` derives the files' check
+    salts from it (replay: the same input gives the same bytes); by default each file draws
+    random ones.
 
     :raises ConfigError: bad policy, source or plug-in names, or a definition that does not compose.
     """
