@@ -119,19 +119,23 @@ def run_case(
             for b in batches:
                 f.write(memoryview(b.view(np.uint8)))
 
+    def open_writer(path: Path, *, check: bool) -> Writer:
+        # check on: the data definition + the check; off: the file layout as plain channels
+        w = Writer(
+            path,
+            data_schema if check else schema,
+            rate_hz=1000,
+            start_timestamp_us=1,
+            exist_ok=True,
+            fsync_on_close=False,
+            check=check,
+        )
+        w.begin_session({"id": 1})
+        return w
+
     def batch_writer(path: Path, source: list[np.ndarray], *, check: bool) -> Callable[[], None]:
         def write() -> None:
-            # check on: the data definition + the check; off: the file layout as plain channels
-            with Writer(
-                path,
-                data_schema if check else schema,
-                rate_hz=1000,
-                start_timestamp_us=1,
-                exist_ok=True,
-                fsync_on_close=False,
-                check=check,
-            ) as w:
-                w.begin_session({"id": 1})
+            with open_writer(path, check=check) as w:
                 for b in source:
                     w.write_frames(b)
 
@@ -140,16 +144,7 @@ def run_case(
     slow = frames[:n_slow]
 
     def wrtf_write_frame() -> None:
-        with Writer(
-            slow_path,
-            data_schema,
-            rate_hz=1000,
-            start_timestamp_us=1,
-            exist_ok=True,
-            fsync_on_close=False,
-            check=True,
-        ) as w:
-            w.begin_session({"id": 1})
+        with open_writer(slow_path, check=True) as w:
             for rec in slow:
                 w.write_frame(int(rec["tick"]), rec)
 
