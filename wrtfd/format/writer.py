@@ -590,9 +590,10 @@ class Writer:
         """Append a batch of frames (``schema.frame_dtype``, ticks in ``"tick"``): the fast path.
 
         With the check on the batch becomes one or more commit groups, and the ``wrtfd_check``
-        column of ``frames`` is filled in place (the writer owns that field; a read-only array
-        is copied first). Frames in the layout of the schema given to the writer (without the
-        check) are accepted too, and copied.
+        column of ``frames`` is filled in place (the writer owns that field; an array it cannot
+        write from as it is, read-only or with non-zero padding, is copied first). Frames in the
+        layout of the schema given to the writer (without the check) are accepted too, and
+        copied.
         """
         self._require_session()
         dt = getattr(frames, "dtype", None)
