@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -156,8 +157,8 @@ def test_a_new_file_is_durable_before_its_first_frame(tmp_path: Path) -> None:
     appears under its name and before any frame is written: strace shows write(header), fsync,
     rename to the final name, fsync of the directory, write(session header), fsync, then the
     frames."""
-    strace = "/usr/bin/strace"
-    if not Path(strace).exists():
+    strace = shutil.which("strace")
+    if strace is None:
         pytest.skip("strace is not installed (.ci/run installs it)")
     out = tmp_path / "rec"
     log = tmp_path / "strace.log"
