@@ -1,4 +1,4 @@
-"""Large batches go to write() up to the last frame boundary at or before a page boundary, the
+"""Large batches go to write() up to the last page boundary that falls between two frames, the
 rest of the batch stays buffered: the file stays a readable prefix ending on a whole frame (and,
 with the frame check, a whole commit group) (N11), and a failed write still truncates back to
 the last complete frame with the writer's counters matching the disk."""
@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from tests.format.conftest import START_US, fld, make_schema
 from wrtfd.format import Reader, Writer, validate_file
 
-# 24-byte frames: a page boundary falls inside a frame most of the time
+# 24-byte frames: a page boundary falls between two frames only every third page (N7: frames and
+# their offsets are multiples of 8; lcm(24, 4096) = 3 pages)
 SCHEMA = make_schema([fld("x", "float32"), fld("n", "uint32"), fld("k", "uint16")])
 PAGE = 4096
 FRAME = SCHEMA.frame_size
@@ -35,18 +36,15 @@ def _on_disk(path: Path) -> list[int]:
         return [int(t) for i in range(len(r.sessions)) for t in r.frames(i)["tick"]]
 
 
-def test_a_large_batch_ends_its_write_on_the_last_frame_before_a_page_boundary(tmp_path: Path) -> None:
+def test_a_large_batch_ends_its_write_on_a_page_boundary_between_two_frames(tmp_path: Path) -> None:
     path = tmp_path / "a.wrtf"
     w = Writer(path, SCHEMA, rate_hz=100, start_timestamp_us=START_US)
     w.begin_session()
     w.write_frames(_frames(range(5000)))  # 120,000 bytes: a direct write
     size = path.stat().st_size
     frames_at = w.bytes_written - 5000 * FRAME
-    assert (size - frames_at) % FRAME == 0  # whole frames only: no torn frame on disk
-    assert (
-        size % PAGE < FRAME and size // PAGE == (frames_at + 5000 * FRAME) // PAGE
-    )  # the last page boundary
-    assert 0 < w.bytes_written - size < PAGE + FRAME  # the rest is buffered
+    assert size % PAGE == 0 and (size - frames_at) % FRAME == 0  # a page boundary, whole frames
+    assert 0 < w.bytes_written - size < 3 * PAGE  # the rest is buffered (less than lcm(24, 4096))
     assert _on_disk(path) == list(range((size - frames_at) // FRAME))  # N11 prefix
     w.flush()
     assert path.stat().st_size == w.bytes_written and _on_disk(path) == list(range(5000))
@@ -143,3 +141,22 @@ def test_property_mixed_batches_flushes_and_sessions(
     assert validate_file(path) == []
     with Reader(path) as r:
         assert [int(t) for i in range(len(r.sessions)) for t in r.frames(i)["tick"]] == written
+
+
+def test_a_batch_is_written_whole_when_page_boundaries_between_frames_are_too_far_apart(
+    tmp_path: Path,
+) -> None:
+    """1032-byte frames (tick, 254 float32 and the frame check) meet a page boundary only every
+    512 frames (lcm(1032, 4096)): cutting there would leave up to half a megabyte buffered, so a
+    large batch is written whole; with the check, as whole commit groups."""
+    wide = make_schema([fld("v", "float32", 254)])
+    path = tmp_path / "w.wrtf"
+    w = Writer(path, wide, rate_hz=100, start_timestamp_us=START_US, check=True)
+    w.begin_session()
+    assert w.schema.frame_size == 1032
+    frames = np.zeros(300, dtype=w.schema.frame_dtype)
+    frames["tick"] = np.arange(300)
+    w.write_frames(frames)
+    assert path.stat().st_size == w.bytes_written
+    w.close()
+    assert validate_file(path) == [] and _on_disk(path) == list(range(300))

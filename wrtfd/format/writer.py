@@ -8,7 +8,9 @@ Durability is the point of the design (power can be cut at any moment):
 * records are buffered in memory and written by :meth:`Writer.flush` (automatically once the buffer
   holds ``buffer_bytes``), which always leaves the file ending on a record boundary;
   :meth:`Writer.fsync` also forces them to the disk, so a caller bounds what a crash loses by how
-  often it calls them. A large batch of frames goes to ``write()`` directly (no copy);
+  often it calls them. A large batch of frames goes to ``write()`` directly (no copy), up to the
+  last page boundary that falls between two of its frames (page-aligned writes cost the kernel
+  less); the rest is buffered, so the file on disk always ends on a whole frame;
 * with ``check=True`` every frame carries the frame check (:mod:`wrtfd.format.check`): each
   ``write_frames`` batch is one or more commit groups, each ``write_frame`` a group of one, and
   no group is split between two ``write()`` calls, so the file always ends on a whole group
@@ -24,6 +26,7 @@ Durability is the point of the design (power can be cut at any moment):
 from __future__ import annotations
 
 import errno
+import math
 import os
 import secrets
 import time
@@ -82,8 +85,10 @@ _WORD = np.dtype("<u8")
 _DIRECT_WRITE_BYTES = 64 * 1024
 #: Up to this many padding runs per frame, write_frames checks them slice by slice.
 _PAD_RUNS_BY_SLICE = 4
-#: Direct writes end on the last frame boundary at or before a multiple of this (the page size).
+#: Direct writes end on a multiple of this (the page size) where a frame boundary falls there.
 _ALIGN_BYTES = 4096
+#: ... unless the rest of the batch left in the buffer would be larger than this.
+_MAX_CUT_REST_BYTES = 64 * 1024
 
 
 def _false_runs(mask: np.ndarray) -> list[tuple[int, int]]:
@@ -99,6 +104,24 @@ def _false_runs(mask: np.ndarray) -> list[tuple[int, int]]:
     if start is not None:
         runs.append((start, len(mask)))
     return runs
+
+
+def _page_cut(start: int, count: int, frame_size: int) -> int:
+    """How many of ``count`` frames at file offset ``start`` to write now: up to the last page
+    boundary that falls between two frames (all of them when none does, or when the rest would
+    be large). Frame boundaries ``start + c * frame_size`` meet page boundaries every
+    ``lcm(frame_size, page) / frame_size`` frames, if ever (N7: both are multiples of 8)."""
+    g = math.gcd(frame_size, _ALIGN_BYTES)
+    if start % g:
+        return count
+    period = _ALIGN_BYTES // g  # frames between two page-aligned frame boundaries
+    if period * frame_size > _MAX_CUT_REST_BYTES:
+        return count
+    first = (-(start // g) * pow(frame_size // g, -1, period)) % period  # c * fs = -start (mod page)
+    if first > count:
+        return count
+    cut = first + (count - first) // period * period
+    return cut if cut > 0 else count
 
 
 @dataclass(frozen=True, slots=True)
@@ -635,15 +658,10 @@ class Writer:
             self._buf += rows.data.cast("B")
             return
         # Large batch: write the buffer and the batch out together, without copying the batch,
-        # up to the last frame boundary at or before a page boundary when buffering is on (the
-        # kernel copies whole pages faster); the rest stays buffered. A group never spans the cut.
-        cut = n
-        if _ALIGN_BYTES and self._buffer_limit >= _ALIGN_BYTES:
-            head = nbytes - (start + nbytes) % _ALIGN_BYTES
-            if 0 < head < nbytes:
-                cut = head // fsize
-        if cut == 0:
-            cut = n
+        # up to the last page boundary that falls between two of its frames (writes that end on
+        # page boundaries cost the kernel less); the rest stays buffered. A group never spans
+        # the cut.
+        cut = _page_cut(start, n, fsize) if self._buffer_limit >= _ALIGN_BYTES else n
         if check is not None:
             check.seal(rows, start, cut)
         fd = self._check_open()
