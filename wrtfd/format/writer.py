@@ -8,9 +8,11 @@ Durability is the point of the design (power can be cut at any moment):
 * records are buffered in memory and written by :meth:`Writer.flush` (automatically once the buffer
   holds ``buffer_bytes``), which always leaves the file ending on a record boundary;
   :meth:`Writer.fsync` also forces them to the disk, so a caller bounds what a crash loses by how
-  often it calls them. A large batch of frames goes to ``write()`` directly (no copy), up to the
-  last page boundary that falls between two of its frames (page-aligned writes cost the kernel
-  less); the rest is buffered, so the file on disk always ends on a whole frame;
+  often it calls them. A large batch of frames goes to ``write()`` directly (no copy), up to a
+  page boundary (page-aligned writes cost the kernel less), the rest buffered: without the
+  check exactly at the last page boundary, so until the next write the file can end inside a
+  frame (a torn last frame, which the reader skips and ``repair`` drops); with it only at a page
+  boundary between two frames;
 * with ``check=True`` every frame carries the frame check (:mod:`wrtfd.format.check`): each
   ``write_frames`` batch is one or more commit groups, each ``write_frame`` a group of one, and
   no group is split between two ``write()`` calls, so the file always ends on a whole group
@@ -658,35 +660,36 @@ class Writer:
             self._buf += rows.data.cast("B")
             return
         # Large batch: write the buffer and the batch out together, without copying the batch,
-        # up to the last page boundary that falls between two of its frames (writes that end on
-        # page boundaries cost the kernel less); the rest stays buffered. A group never spans
-        # the cut.
-        cut = _page_cut(start, n, fsize) if self._buffer_limit >= _ALIGN_BYTES else n
-        if check is not None:
-            check.seal(rows, start, cut)
+        # up to a page boundary (writes that end on page boundaries cost the kernel less); the
+        # rest stays buffered. Without the check, exactly at the last page boundary, so until
+        # the next write the file can end inside a frame (a torn frame the reader skips); with
+        # it, at the last page boundary between two frames, so the file always ends on a whole
+        # commit group.
+        head = nbytes
+        if self._buffer_limit >= _ALIGN_BYTES:
+            if check is None:
+                head -= (start + nbytes) % _ALIGN_BYTES
+            else:
+                head = _page_cut(start, n, fsize) * fsize
+                check.seal(rows, start, head // fsize)
+        elif check is not None:
+            check.seal(rows, start)
         fd = self._check_open()
-        n_entries, session_offset, n_frames, s_first, _ = self._state()
+        n_entries, session_offset, n_frames, s_first, s_last = self._state()
         self._count(first, last, n)
         pending = self._buf
         self._buf = bytearray()
         data = rows.data.cast("B")
-        head_view = data[: cut * fsize]
-        parts = [memoryview(pending), head_view] if pending else [head_view]
-        if cut == n:
-            self._write_all(fd, parts)
+        if head == nbytes or head <= 0:
+            self._write_all(fd, [memoryview(pending), data] if pending else [data])
             return
-        boundary = (
-            start + cut * fsize,
-            (
-                n_entries,
-                session_offset,
-                n_frames + cut,
-                first if s_first is None else s_first,
-                int(ticks[cut - 1]),
-            ),
-        )
-        self._write_all(fd, parts, boundary)
-        self._buf = bytearray(data[cut * fsize :])
+        whole = head // fsize  # frames of this batch complete on disk
+        if whole:
+            s_first = first if s_first is None else s_first
+            s_last = int(ticks[whole - 1])
+        boundary = (start + whole * fsize, (n_entries, session_offset, n_frames + whole, s_first, s_last))
+        self._write_all(fd, [memoryview(pending), data[:head]] if pending else [data[:head]], boundary)
+        self._buf = bytearray(data[head:])
 
     def end_session(self, footer: Mapping[str, Any] | np.void | np.ndarray | None = None) -> None:
         """Write the session footer (frame count and last tick filled in, N2 spec order)."""
