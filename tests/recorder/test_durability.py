@@ -104,7 +104,7 @@ async def test_fsyncs_are_never_further_apart_than_the_interval(out_dir: Path) -
     assert len(gaps) >= 4, synced_at
     median = gaps[len(gaps) // 2]
     print(f"\nfsync gaps (interval {interval} s): median {median:.3f} s, max {gaps[-1]:.3f} s")
-    assert median <= interval  # the old schedule's median was interval + one step (~0.6 s here)
+    assert median < interval  # the old schedule's: interval + up to one step (0.1-0.2 s)
     assert gaps[0] >= interval / 2  # early, not every batch
 
 

@@ -10,8 +10,8 @@ tick stays open for late samples) and is closed by the engine's next step, at mo
 later (``max(tick_s, close_s, read_interval_s)``: the engine steps after every batched read and
 every ``close_s`` while a session is open); the frame is handed to the writer thread within
 ``batch_s`` and written (``write()``: it survives a crash of the process) at once. Written
-data is fsynced within ``fsync_interval_s`` (the live driver syncs a little early, so the gap
-between two fsyncs never exceeds it). So:
+data is fsynced within ``fsync_interval_s``: the live driver wakes for it on a timer of its
+own, ``SYNC_EARLY_S`` early, so the gap between two fsyncs never exceeds it. So:
 
 * **crash** (``kill -9``, an exception): at most ``jitter_s + 1/rate_hz + step_s + batch_s``
   of the newest data;
@@ -38,6 +38,7 @@ __all__ = [
     "RATE_HZ",
     "READ_INTERVAL_S",
     "SETTLE_S",
+    "SYNC_EARLY_S",
     "TICK_S",
     "LossBound",
     "default_loss_bound",
@@ -59,6 +60,9 @@ TICK_S = 0.1
 CLOSE_S = 0.1
 #: A steady UDP feed is read in batches this often.
 READ_INTERVAL_S = DEFAULT_READ_INTERVAL_S
+#: The live driver wakes to fsync this long before ``fsync_interval_s`` runs out (the hop to
+#: the writer thread and a busy event loop), so two fsyncs are never further apart than it.
+SYNC_EARLY_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)

@@ -295,6 +295,12 @@ class FileSink:
             and self._clock() - self._last_sync >= self._sync_after_s
         )
 
+    def sync_due_in(self) -> float | None:
+        """Seconds until :meth:`sync_due` turns true (0 when it is), None while nothing waits."""
+        if self.writer is None or self._failing or self._dirty_since is None:
+            return None
+        return max(0.0, self._last_sync + self._sync_after_s - self._clock())
+
     def sync_if_due(self, *, force: bool = False) -> bool:
         """Flush and fsync when ``fsync_interval_s`` (less ``sync_early_s``) passed since the last
         one (or ``force``)."""

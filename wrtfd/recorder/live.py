@@ -30,10 +30,10 @@ Durability
 ----------
 The bound (what a crash or a power cut can lose) is derived and its defaults kept in
 :mod:`wrtfd.recorder.durability`, and stated in ``docs/durability.md``. Here: files are created
-durable, a session that ends on idle closes its file (fsynced), and the sink syncs
-``sync_early_s`` (1.5 x ``close_s``, the engine's longest pause between two looks at the
-schedule while data waits) before ``fsync_interval_s`` runs out, so two fsyncs are never more
-than ``fsync_interval_s`` apart (a sync found due only at the next step came ~0.2 s late).
+durable, a session that ends on idle closes its file (fsynced), and the engine wakes when an
+fsync falls due (``SYNC_EARLY_S`` before ``fsync_interval_s`` runs out, for the hop to the
+writer thread), so two fsyncs are never more than ``fsync_interval_s`` apart (found due only at
+the next step, every 0.2 s with a UDP feed, they came up to 0.2 s late).
 
 Every shutdown path ends the session and closes the file: :meth:`LiveRecorder.stop`, cancellation
 of :meth:`LiveRecorder.run` (SIGTERM in the daemon cancels its task group: the final writes run in
@@ -90,7 +90,7 @@ class LiveRecorder:
             metadata=metadata,
             clock=lambda: clock_ns() / 1e9,
             live=True,
-            sync_early_s=min(1.5 * self._close_s, policy.fsync_interval_s / 2),
+            sync_early_s=min(durability.SYNC_EARLY_S, policy.fsync_interval_s / 2),
         )
         self.policy = policy
         self._intake: deque[Sample] = deque()
@@ -301,9 +301,7 @@ class LiveRecorder:
             elif self._intake:
                 if clock() - self._last_step < self._tick_s / 2:
                     await self._sleep_to_grid(loop, clock())  # stepped just now: batch these
-            elif not await self._wait_for_sample(
-                loop, self._next_grid(self._last_step + self._close_s) - clock()
-            ):
+            elif not await self._wait_for_sample(loop, self._next_wake(clock())):
                 continue  # a sample: step on the next turn (rate-limited above)
             if stopping.is_set():
                 break
@@ -313,6 +311,13 @@ class LiveRecorder:
             self._step()
             self._want_write()
         self._finish_engine("stop")
+
+    def _next_wake(self, now: float) -> float:
+        """Seconds until the next step: ``close_s`` after the last one (on the grid), or sooner
+        when an fsync falls due (the sink's schedule; steps alone could find it 0.2 s late)."""
+        wait = self._next_grid(self._last_step + self._close_s) - now
+        sync_in = self.recorder.sink.sync_due_in()
+        return wait if sync_in is None else min(wait, sync_in)
 
     def _next_grid(self, t: float) -> float:
         """The first point of the ``tick_s`` grid (on the loop's clock) at or after ``t``."""
@@ -350,8 +355,12 @@ class LiveRecorder:
             self._wake = None
 
     async def _sleep_to_grid(self, loop: asyncio.AbstractEventLoop | None, now: float) -> None:
-        """Sleep to the next point of the ``tick_s`` grid (stop waits for it: one tick at most)."""
+        """Sleep to the next point of the ``tick_s`` grid (stop waits for it: one tick at most),
+        or until an fsync falls due if that is sooner."""
         deadline = (math.floor(now / self._tick_s) + 1) * self._tick_s
+        sync_in = self.recorder.sink.sync_due_in()
+        if sync_in is not None:
+            deadline = min(deadline, now + sync_in)
         if loop is not None:
             await _sleep_until(loop, deadline)
         else:
