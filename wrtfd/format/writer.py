@@ -593,20 +593,21 @@ class Writer:
         """The batch as a C-contiguous ``(count, frame_size)`` uint8 array in the file's layout,
         padding zero; the caller's memory when it can be (see :meth:`write_frames`)."""
         n = len(frames)
+        owned = False
         if frames.dtype == self._dtype:
             rows: np.ndarray = np.ascontiguousarray(frames).view(_BYTE).reshape(n, -1)
             if self.check is not None and not rows.flags.writeable:
-                rows = rows.copy()
+                rows, owned = rows.copy(), True
         else:  # the given schema's layout: the check field appended (zero). Frame sizes are
             # multiples of 8 (N7): copied as 8-byte words, far fewer steps than bytes.
             k = self._data_size // 8
             words = np.empty((n, self.schema.frame_size // 8), dtype=_WORD)
             words[:, :k] = np.ascontiguousarray(frames).view(_WORD).reshape(n, -1)
             words[:, k:] = 0
-            rows = words.view(_BYTE)
+            rows, owned = words.view(_BYTE), True
         if self._has_garbage_padding(rows):
             # Padding must be zero (spec 8.7); arrays from np.empty or np.array(rows) have garbage.
-            if rows.base is not None:
+            if not owned:
                 rows = rows.copy()
             rows[:, self._pad_cols] = 0
         return rows
