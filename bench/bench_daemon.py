@@ -227,13 +227,16 @@ def main() -> int:
         idle = start_daemon(tmp, "idle")[0]
         other: subprocess.Popen[bytes] | None = None
         targets: list[tuple[int, int]] = []
+        started = [idle]
         try:
             rec, fz_port, f1_port, rec_status = start_daemon(tmp, "recording")
+            started.append(rec)
             if args.compare_with is not None:
                 other, o_fz, o_f1, _ = start_daemon(tmp, "other", args.compare_with.resolve())
                 targets.append((o_fz, o_f1))
         except BaseException:
-            idle.kill()
+            for p in started:
+                p.kill()
             raise
         raw_fz, raw_f1 = free_port(socket.SOCK_DGRAM), free_port(socket.SOCK_DGRAM)
         raw = subprocess.Popen(
