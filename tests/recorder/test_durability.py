@@ -99,13 +99,16 @@ async def test_fsyncs_are_never_further_apart_than_the_interval(out_dir: Path) -
     async with anyio.create_task_group() as tg:
         await tg.start(live.run)
         await _feed(live, 60 * 4)
+        steps = live.progress  # engine steps: ~10 a second on the tick grid, a few more to sync
         await live.stop()
+    print(f"\nengine steps in 4 s: {steps}")
+    assert steps < 200  # waking for a due fsync must not spin the loop while it is being written
     gaps = sorted(b - a for a, b in itertools.pairwise(synced_at))
     assert len(gaps) >= 4, synced_at
     median = gaps[len(gaps) // 2]
     print(f"\nfsync gaps (interval {interval} s): median {median:.3f} s, max {gaps[-1]:.3f} s")
     assert median < interval  # the old schedule's: interval + up to one step (0.1-0.2 s)
-    assert gaps[0] >= interval / 2  # early, not every batch
+    assert len(synced_at) <= 4 / (interval / 2) + 2  # a little early, not at every batch
 
 
 def test_the_sink_syncs_early_by_the_callers_slack(tmp_path: Path) -> None:

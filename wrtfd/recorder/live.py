@@ -316,8 +316,15 @@ class LiveRecorder:
         """Seconds until the next step: ``close_s`` after the last one (on the grid), or sooner
         when an fsync falls due (the sink's schedule; steps alone could find it 0.2 s late)."""
         wait = self._next_grid(self._last_step + self._close_s) - now
-        sync_in = self.recorder.sink.sync_due_in()
+        sync_in = self._sync_due_in()
         return wait if sync_in is None else min(wait, sync_in)
+
+    def _sync_due_in(self) -> float | None:
+        """Seconds until an fsync falls due; None while a batch (which syncs when due) is being
+        written, or nothing waits: a due sync must not wake the loop again before it is done."""
+        if self._writing_since is not None:
+            return None
+        return self.recorder.sink.sync_due_in()
 
     def _next_grid(self, t: float) -> float:
         """The first point of the ``tick_s`` grid (on the loop's clock) at or after ``t``."""
@@ -358,7 +365,7 @@ class LiveRecorder:
         """Sleep to the next point of the ``tick_s`` grid (stop waits for it: one tick at most),
         or until an fsync falls due if that is sooner."""
         deadline = (math.floor(now / self._tick_s) + 1) * self._tick_s
-        sync_in = self.recorder.sink.sync_due_in()
+        sync_in = self._sync_due_in()
         if sync_in is not None:
             deadline = min(deadline, now + sync_in)
         if loop is not None:
