@@ -320,11 +320,13 @@ class LiveRecorder:
         return wait if sync_in is None else min(wait, sync_in)
 
     def _sync_due_in(self) -> float | None:
-        """Seconds until an fsync falls due; None while a batch (which syncs when due) is being
-        written, or nothing waits: a due sync must not wake the loop again before it is done."""
-        if self._writing_since is not None:
+        """Seconds until an fsync falls due (None: nothing waits). Once due while a batch is being
+        written (that batch syncs, or the step after it queues the sync), None: the loop must
+        not wake again and again before the writer thread is done."""
+        due_in = self.recorder.sink.sync_due_in()
+        if due_in is not None and due_in <= 0 and self._writing_since is not None:
             return None
-        return self.recorder.sink.sync_due_in()
+        return due_in
 
     def _next_grid(self, t: float) -> float:
         """The first point of the ``tick_s`` grid (on the loop's clock) at or after ``t``."""
