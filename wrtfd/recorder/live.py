@@ -301,8 +301,19 @@ class LiveRecorder:
             elif self._intake:
                 if clock() - self._last_step < self._tick_s / 2:
                     await self._sleep_to_grid(loop, clock())  # stepped just now: batch these
-            elif not await self._wait_for_sample(loop, self._next_wake(clock())):
-                continue  # a sample: step on the next turn (rate-limited above)
+            else:
+                now = clock()
+                step_in = self._next_grid(self._last_step + self._close_s) - now
+                sync_in = self._sync_due_in()
+                if sync_in is not None and sync_in < step_in:
+                    # An fsync falls due first: queue it, but do not step. Steps come right
+                    # after a source's batched read, so that no tick closes while its samples
+                    # still wait in a socket (a step at any other time could make them late).
+                    if await self._wait_for_sample(loop, sync_in):
+                        self._want_write()
+                    continue
+                if not await self._wait_for_sample(loop, step_in):
+                    continue  # a sample: step on the next turn (rate-limited above)
             if stopping.is_set():
                 break
             if self._write_error is not None:
@@ -312,17 +323,11 @@ class LiveRecorder:
             self._want_write()
         self._finish_engine("stop")
 
-    def _next_wake(self, now: float) -> float:
-        """Seconds until the next step: ``close_s`` after the last one (on the grid), or sooner
-        when an fsync falls due (the sink's schedule; steps alone could find it 0.2 s late)."""
-        wait = self._next_grid(self._last_step + self._close_s) - now
-        sync_in = self._sync_due_in()
-        return wait if sync_in is None else min(wait, sync_in)
-
     def _sync_due_in(self) -> float | None:
-        """Seconds until an fsync falls due (None: nothing waits). Once due while a batch is being
-        written (that batch syncs, or the step after it queues the sync), None: the loop must
-        not wake again and again before the writer thread is done."""
+        """Seconds until an fsync falls due, on the sink's schedule (steps alone could find it
+        0.2 s late); None: nothing waits. Once due while a batch is being written (that batch
+        syncs, or the step after it queues the sync), None: the loop must not wake again and
+        again before the writer thread is done."""
         due_in = self.recorder.sink.sync_due_in()
         if due_in is not None and due_in <= 0 and self._writing_since is not None:
             return None
@@ -364,16 +369,22 @@ class LiveRecorder:
             self._wake = None
 
     async def _sleep_to_grid(self, loop: asyncio.AbstractEventLoop | None, now: float) -> None:
-        """Sleep to the next point of the ``tick_s`` grid (stop waits for it: one tick at most),
-        or until an fsync falls due if that is sooner."""
+        """Sleep to the next point of the ``tick_s`` grid (stop waits for it: one tick at most);
+        an fsync that falls due meanwhile is queued on time."""
         deadline = (math.floor(now / self._tick_s) + 1) * self._tick_s
         sync_in = self._sync_due_in()
-        if sync_in is not None:
-            deadline = min(deadline, now + sync_in)
+        if sync_in is not None and now + sync_in < deadline:
+            await self._sleep(loop, now, now + sync_in)
+            self._want_write()
+            now = now + sync_in
+        await self._sleep(loop, now, deadline)
+
+    @staticmethod
+    async def _sleep(loop: asyncio.AbstractEventLoop | None, now: float, deadline: float) -> None:
         if loop is not None:
             await _sleep_until(loop, deadline)
         else:
-            await anyio.sleep(deadline - now)
+            await anyio.sleep(max(0.0, deadline - now))
 
     def _want_write(self) -> None:
         """Queue a batch for the writer thread when one is due (``batch_s`` since the last one)
