@@ -1,8 +1,10 @@
 """CPU use of ``wrtfd run`` recording a 60 Hz Forza + 60 Hz F1 feed, next to an idle daemon.
 
-    python bench/bench_daemon.py [--quick] [--seconds N]
+    python bench/bench_daemon.py [--quick] [--seconds N] [--compare-with CHECKOUT]
 
-Three processes run side by side over the same window, all on loopback:
+Three processes run side by side over the same window, all on loopback (four with
+``--compare-with``: a second recording daemon run from another checkout of wrtfd, e.g. the
+main branch before a change, fed the same datagrams):
 
 - ``idle``: the daemon with the same config, fed nothing (its floor: timers, heartbeat);
 - ``recording``: the daemon fed Forza (real FM2023 capture, 60 datagrams/s) and F1 2023 (the
@@ -118,8 +120,11 @@ RAW_RECEIVER = textwrap.dedent(
 )
 
 
-def start_daemon(tmp: Path, name: str, extra: str = "") -> tuple[subprocess.Popen[bytes], int, int, int]:
-    """A daemon recording Forza + F1 on fresh loopback ports; ``extra``: more config (TOML)."""
+def start_daemon(
+    tmp: Path, name: str, extra: str = "", checkout: Path | None = None
+) -> tuple[subprocess.Popen[bytes], int, int, int]:
+    """A daemon recording Forza + F1 on fresh loopback ports; ``extra``: more config (TOML);
+    ``checkout``: run another checkout's wrtfd (the before of a before/after)."""
     forza_port, f1_port, status_port = (
         free_port(socket.SOCK_DGRAM),
         free_port(socket.SOCK_DGRAM),
@@ -132,8 +137,14 @@ def start_daemon(tmp: Path, name: str, extra: str = "") -> tuple[subprocess.Pope
         f'[recorder]\noutput_dir = "{tmp / name}"\n[status]\nport = {status_port}\n'
         f'[logging]\nlevel = "warning"\n{extra}'
     )
+    env = dict(os.environ)
+    if checkout is not None:  # that checkout's wrtfd first on the path; no .pyc written there
+        env.update(PYTHONPATH=str(checkout), PYTHONDONTWRITEBYTECODE="1")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "wrtfd", "run", "--config", str(cfg)], stderr=(tmp / f"{name}.log").open("w")
+        [sys.executable, "-m", "wrtfd", "run", "--config", str(cfg)],
+        stderr=(tmp / f"{name}.log").open("w"),
+        env=env,
+        cwd=tmp,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -204,16 +215,30 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="10 s window instead of 60 s")
     ap.add_argument("--seconds", type=float, help="measurement window")
+    ap.add_argument(
+        "--compare-with",
+        type=Path,
+        metavar="CHECKOUT",
+        help="also run a recording daemon from this wrtfd checkout (e.g. main before a change)",
+    )
     args = ap.parse_args()
     window_s = args.seconds or (10.0 if args.quick else 60.0)
     warmup_s = 3.0
     with tempfile.TemporaryDirectory(prefix="wrtfd-bench-") as tmpdir:
         tmp = Path(tmpdir)
         idle = start_daemon(tmp, "idle")[0]
+        other: subprocess.Popen[bytes] | None = None
+        targets: list[tuple[int, int]] = []
+        started = [idle]
         try:
             rec, fz_port, f1_port, rec_status = start_daemon(tmp, "recording")
+            started.append(rec)
+            if args.compare_with is not None:
+                other, o_fz, o_f1, _ = start_daemon(tmp, "other", args.compare_with.resolve())
+                targets.append((o_fz, o_f1))
         except BaseException:
-            idle.kill()
+            for p in started:
+                p.kill()
             raise
         raw_fz, raw_f1 = free_port(socket.SOCK_DGRAM), free_port(socket.SOCK_DGRAM)
         raw = subprocess.Popen(
@@ -226,13 +251,15 @@ def main() -> int:
         sent: list[int] = []
         th = threading.Thread(
             target=lambda: sent.append(
-                feeder([(fz_port, f1_port), (raw_fz, raw_f1)], warmup_s + window_s + 1, stop)
+                feeder([(fz_port, f1_port), (raw_fz, raw_f1), *targets], warmup_s + window_s + 1, stop)
             )
         )
         th.start()
         try:
             time.sleep(warmup_s)
             procs = {"idle": idle, "recording": rec, "raw": raw}
+            if other is not None:
+                procs["other"] = other
             before = {k: cpu_s(p.pid) for k, p in procs.items()}
             t0 = time.monotonic()
             time.sleep(window_s)
@@ -242,9 +269,10 @@ def main() -> int:
         finally:
             stop.set()
             th.join()
-            for p in (idle, rec, raw):
+            everyone = [idle, rec, raw] + ([other] if other is not None else [])
+            for p in everyone:
                 p.terminate()
-            for p in (idle, rec, raw):
+            for p in everyone:
                 try:
                     p.wait(timeout=10)
                 except subprocess.TimeoutExpired:
@@ -267,13 +295,14 @@ def main() -> int:
     print()
     print(f"{'process':<28}{'CPU % of one core':>18}{'vs raw':>10}")
     base = pct["raw"] if pct["raw"] > 0 else float("nan")
-    for key, label in (
-        ("raw", "raw recv+unpack+write()"),
-        ("idle", "wrtfd idle"),
-        ("recording", "wrtfd recording"),
-    ):
+    rows = [("raw", "raw recv+unpack+write()"), ("idle", "wrtfd idle"), ("recording", "wrtfd recording")]
+    if "other" in pct:
+        rows.append(("other", f"recording, {args.compare_with.name}"[:28]))
+    for key, label in rows:
         print(f"{label:<28}{pct[key]:>18.2f}{pct[key] / base:>10.2f}")
     print(f"{'recording - idle':<28}{over_idle:>18.2f}")
+    if "other" in pct:
+        print(f"{'recording, other - idle':<28}{pct['other'] - pct['idle']:>18.2f}")
     print()
     print("per-datagram work measured in this process (CPU % = us x rate / 1e4):")
     print(f"{'step':<44}{'us/item':>9}{'items/s':>9}{'CPU %':>8}")

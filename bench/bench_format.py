@@ -2,19 +2,24 @@
 
     python bench/bench_format.py [--quick] [--frames N] [--dir DIR]
 
-Two frame shapes: small (tick + 6 float32 = 32 B) and large (tick + 254 float32 = 1 KiB).
-Same frames, same process, same directory, best of a few runs (the two batch writers interleaved,
+Two frame shapes, both with the frame check (``wrtfd_check``, docs/durability.md): small
+(tick + 4 float32 + the check = 32 B) and large (tick + 252 float32 + the check = 1 KiB).
+Same frames, same process, same directory, best of a few runs (the batch writers interleaved,
 each onto a fresh file after a sync):
 
 * write: raw ``write()`` of the frame bytes in batches of 4096 frames (the floor), wrtfd
-  ``Writer.write_frames`` with the same batches, wrtfd ``Writer.write_frame`` one frame at a time,
-  and mcap's ``Writer.add_message`` one frame per message (no compression, chunked).
+  ``Writer.write_frames`` with the same batches and the frame check on (the recorder's files),
+  the same without the check (the check field written as an ordinary channel: the same bytes),
+  and with the check from frames in the definition's own layout (copied into the file's);
+  ``Writer.write_frame`` one frame at a time, and mcap's ``Writer.add_message`` one frame per
+  message (no compression, chunked).
 * read (page cache, files just written): raw ``read()`` of the whole file, wrtfd ``Reader`` open
-  plus the numpy view of the session (should not depend on the file size), a full pass over one
-  channel through the view (sum of ``c0``), and the same pass through mcap's reader.
+  plus the numpy view of the session (should not depend on the file size), verifying every
+  commit group (what validate, dump and export do), a full pass over one channel through the
+  view (sum of ``c0``), and the same pass through mcap's reader.
 
-Ratios are "how fast relative to the baseline" (>1 is faster). Goals: batch write >= 0.5x raw
-write; the view O(1); a one-channel pass >= 1 GB/s of file data.
+Ratios are "how fast relative to the baseline" (>1 is faster). Goals: batch write with the check
+>= 0.6x raw write for 32-byte frames; the view O(1); a one-channel pass >= 1 GB/s of file data.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from wrtfd.format import Reader, Schema, Writer
+from wrtfd.format.check import with_check
 
 BATCH = 4096
 
@@ -87,17 +93,24 @@ def run_case(
     import mcap.writer
     from mcap.reader import make_reader
 
-    schema = Schema.from_dict(_definition(n_floats))
+    data_schema = Schema.from_dict(_definition(n_floats))
+    schema = with_check(data_schema)  # the file layout: + wrtfd_check
     frames = np.zeros(n_frames, dtype=schema.frame_dtype)
     frames["tick"] = np.arange(n_frames)
     rng = np.random.default_rng(1)
     for i in range(n_floats):
         frames[f"c{i}"] = rng.standard_normal(n_frames, dtype=np.float32)
+    data_frames = np.zeros(n_frames, dtype=data_schema.frame_dtype)
+    for field in data_schema.frame_dtype.names or ():
+        data_frames[field] = frames[field]
     fsize = schema.frame_size
     nbytes = n_frames * fsize
     batches = [frames[i : i + BATCH] for i in range(0, n_frames, BATCH)]
+    data_batches = [data_frames[i : i + BATCH] for i in range(0, n_frames, BATCH)]
     raw_path = directory / f"{name}.raw"
     wrtf_path = directory / f"{name}.wrtf"
+    plain_path = directory / f"{name}.plain.wrtf"
+    copy_path = directory / f"{name}.copy.wrtf"
     slow_path = directory / f"{name}.slow.wrtf"
     mcap_path = directory / f"{name}.mcap"
 
@@ -106,21 +119,32 @@ def run_case(
             for b in batches:
                 f.write(memoryview(b.view(np.uint8)))
 
-    def wrtf_write() -> None:
-        with Writer(
-            wrtf_path, schema, rate_hz=1000, start_timestamp_us=1, exist_ok=True, fsync_on_close=False
-        ) as w:
-            w.begin_session({"id": 1})
-            for b in batches:
-                w.write_frames(b)
+    def open_writer(path: Path, *, check: bool) -> Writer:
+        # check on: the data definition + the check; off: the file layout as plain channels
+        w = Writer(
+            path,
+            data_schema if check else schema,
+            rate_hz=1000,
+            start_timestamp_us=1,
+            exist_ok=True,
+            fsync_on_close=False,
+            check=check,
+        )
+        w.begin_session({"id": 1})
+        return w
+
+    def batch_writer(path: Path, source: list[np.ndarray], *, check: bool) -> Callable[[], None]:
+        def write() -> None:
+            with open_writer(path, check=check) as w:
+                for b in source:
+                    w.write_frames(b)
+
+        return write
 
     slow = frames[:n_slow]
 
     def wrtf_write_frame() -> None:
-        with Writer(
-            slow_path, schema, rate_hz=1000, start_timestamp_us=1, exist_ok=True, fsync_on_close=False
-        ) as w:
-            w.begin_session({"id": 1})
+        with open_writer(slow_path, check=True) as w:
             for rec in slow:
                 w.write_frame(int(rec["tick"]), rec)
 
@@ -136,7 +160,19 @@ def run_case(
                 mw.add_message(cid, i, data, i, i)
             mw.finish()
 
-    t_raw_w, t_wrtf_w = _best_interleaved([(raw_path, raw_write), (wrtf_path, wrtf_write)], repeats)
+    t_raw_w, t_wrtf_w, t_plain_w = _best_interleaved(
+        [
+            (raw_path, raw_write),
+            (wrtf_path, batch_writer(wrtf_path, batches, check=True)),
+            (plain_path, batch_writer(plain_path, batches, check=False)),
+        ],
+        repeats,
+    )
+    # Apart: its copies churn memory (a fresh array per batch), which would slow the others.
+    t_raw_w2, t_copy_w = _best_interleaved(
+        [(raw_path, raw_write), (copy_path, batch_writer(copy_path, data_batches, check=True))], repeats
+    )
+    t_copy_w *= t_raw_w / t_raw_w2  # as a ratio to the raw write measured beside it
     t_frame_w = _best(wrtf_write_frame, 1)
     t_mcap_w = _best(mcap_write, 1)
     slow_nbytes = n_slow * fsize
@@ -171,7 +207,13 @@ def run_case(
         with Reader(slow_path) as r:
             sums.append(float(r.frames(0)["c0"].sum(dtype=np.float64)))
 
+    def wrtf_verify() -> None:
+        with Reader(wrtf_path) as r:
+            if r.verify_session(0) is not None:
+                raise SystemExit(f"{wrtf_path}: a frame fails its check")
+
     t_raw_r = _best(raw_read, repeats)
+    t_verify = _best(wrtf_verify, repeats)
     t_view_cold = _best(wrtf_open_view, 1)  # parses the embedded definition
     t_view = _best(wrtf_open_view, max(repeats, 3))  # definition cached by text
     t_pass = _best(wrtf_channel_pass, repeats)
@@ -188,10 +230,22 @@ def run_case(
     table: list[tuple[str, str, str, str]] = [
         (f"write  raw write(), batches of {BATCH}", ms(t_raw_w), _fmt_rate(nbytes, t_raw_w), "1.00x"),
         (
-            "write  wrtfd write_frames, same batches",
+            "write  wrtfd write_frames + check, same batches",
             ms(t_wrtf_w),
             _fmt_rate(nbytes, t_wrtf_w),
             f"{t_raw_w / t_wrtf_w:.2f}x raw write",
+        ),
+        (
+            "write  wrtfd write_frames, no check",
+            ms(t_plain_w),
+            _fmt_rate(nbytes, t_plain_w),
+            f"{t_raw_w / t_plain_w:.2f}x raw write",
+        ),
+        (
+            "write  wrtfd + check, frames without the field",
+            ms(t_copy_w),
+            _fmt_rate(nbytes, t_copy_w),
+            f"{t_raw_w / t_copy_w:.2f}x raw write",
         ),
         (
             f"write  wrtfd write_frame x {n_slow}",
@@ -203,6 +257,12 @@ def run_case(
         ("read   raw read(), whole file", ms(t_raw_r), _fmt_rate(nbytes, t_raw_r), "1.00x"),
         ("read   wrtfd open + view, first file", f"{t_view_cold * 1e6:9.0f} us", "", "parses the definition"),
         ("read   wrtfd open + numpy view", f"{t_view * 1e6:9.0f} us", "", "O(1): no frame touched"),
+        (
+            "read   wrtfd verify every group",
+            ms(t_verify),
+            _fmt_rate(nbytes, t_verify),
+            f"{t_raw_r / t_verify:.2f}x raw read",
+        ),
         (
             "read   wrtfd one-channel pass (mmap view)",
             ms(t_pass),
@@ -230,7 +290,7 @@ def run_case(
     ]
     rows = [f"{name} frames: {fsize} B x {n_frames} = {nbytes / 1e6:.1f} MB"]
     rows += [f"  {a:<44} {b:>12} {c:>16}   {d}" for a, b, c, d in table]
-    for p in (raw_path, wrtf_path, slow_path, mcap_path):
+    for p in (raw_path, wrtf_path, plain_path, copy_path, slow_path, mcap_path):
         p.unlink(missing_ok=True)
     return rows
 
@@ -248,7 +308,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="wrtfd-bench-", dir=args.dir))
     try:
         print(f"wrtfd format benchmark, {n} frames per case, files in {tmp} (cpu count {os.cpu_count()})")
-        for name, n_floats in (("small", 6), ("large", 254)):
+        for name, n_floats in (("small", 4), ("large", 252)):
             for line in run_case(name, n_floats, n, n_slow, tmp, repeats):
                 print(line)
     finally:

@@ -10,8 +10,15 @@ from __future__ import annotations
 
 __all__ = [
     "ARRIVAL_BUNCH_S",
+    "BATCH_S",
     "CLOCK_DRIFT_WINDOW_S",
     "CLOCK_OFFSET_STEP_S",
+    "ENGINE_CLOSE_S",
+    "ENGINE_TICK_S",
+    "FSYNC_INTERVAL_S",
+    "RATE_HZ",
+    "SETTLE_S",
+    "SYNC_EARLY_S",
     "TICK_JITTER_S",
     "UDP_READ_INTERVAL_S",
 ]
@@ -26,3 +33,19 @@ CLOCK_OFFSET_STEP_S = 0.002
 CLOCK_DRIFT_WINDOW_S = 5.0
 #: Batched reads: how often a steady UDP feed's socket is read (seconds; 0: on arrival).
 UDP_READ_INTERVAL_S = 0.2
+
+# The durability bound's parts (docs/durability.md; wrtfd.recorder.durability computes the bound).
+#: Frames per second (``recorder.rate_hz``).
+RATE_HZ = 60
+#: How often the live engine hands frames to the writer thread.
+BATCH_S = 0.1
+#: Written data is fsynced at least this often (``recorder.fsync_interval_s``).
+FSYNC_INTERVAL_S = 1.0
+#: How long a session's first samples are watched before its tick grid is fixed.
+SETTLE_S = 0.5
+#: The live engine's step grid, and its longest pause while ticks, a session or data wait.
+ENGINE_TICK_S = 0.1
+ENGINE_CLOSE_S = 0.1
+#: The live driver wakes to fsync this long before ``fsync_interval_s`` runs out (the hop to
+#: the writer thread and a busy event loop), so two fsyncs are never further apart than it.
+SYNC_EARLY_S = 0.05

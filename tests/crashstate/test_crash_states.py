@@ -7,8 +7,9 @@ with the real one; then at every fsync boundary and at seeded random points, eve
 state goes through info, validate, repair, validate of the output and dump. The per-model
 table is printed (``pytest -s``) and written to ``crash-states.md`` in pytest's temp directory.
 
-Tests marked ``xfail(strict=True)`` find what issue 13 lists on today's code; h13-check fixes
-them (its merge must remove the markers: a strict xfail that passes fails the suite).
+Before the frame check and durable file creation (issue 13), these tests found every problem
+the issue lists: frames a recording never held, repairs that did not validate, unreadable new
+files, files incomplete at rest, fsync gaps over the interval (docs/crash-states.md).
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ from wrtfd.format import Reader
 SEED = 20261124
 #: Random crash points per file on top of the fsync boundaries.
 RANDOM_POINTS = 6
-ISSUE_13 = "issue 13 on today's code (fixed on h13-check: remove this marker when it lands)"
 
 
 @pytest.fixture(scope="module")
@@ -186,38 +186,32 @@ def test_a_few_hundred_states_of_every_model(campaign: CampaignResult) -> None:
     assert rows[VANISHED].states > 0  # new files whose directory was not fsynced yet
 
 
-@pytest.mark.xfail(reason=ISSUE_13, strict=True)
 def test_no_traceback_and_only_documented_exit_codes(campaign: CampaignResult) -> None:
     """Including: ``validate`` exits 2 on a file ``info`` cannot read (empty, not WRTF, cut)."""
     found = campaign.tally.total("tool_errors")
     assert found == 0, _findings(campaign, "tool")
 
 
-@pytest.mark.xfail(reason=ISSUE_13, strict=True)
 def test_a_new_file_is_gone_or_readable(campaign: CampaignResult) -> None:
     found = campaign.tally.total("unreadable")
     assert found == 0, _findings(campaign, "unreadable")
 
 
-@pytest.mark.xfail(reason=ISSUE_13, strict=True)
 def test_no_fsynced_frame_lost(campaign: CampaignResult) -> None:
     found = campaign.tally.total("fsynced_lost")
     assert found == 0, _findings(campaign, "fsynced")
 
 
-@pytest.mark.xfail(reason=ISSUE_13, strict=True)
 def test_no_frame_the_daemon_never_wrote(campaign: CampaignResult) -> None:
     found = campaign.tally.total("silent")
     assert found == 0, _findings(campaign, "silent")
 
 
-@pytest.mark.xfail(reason=ISSUE_13, strict=True)
 def test_repair_exits_0_only_with_an_output_that_validates(campaign: CampaignResult) -> None:
     found = campaign.tally.total("repair_invalid")
     assert found == 0, _findings(campaign, "repair")
 
 
-@pytest.mark.xfail(reason=ISSUE_13, strict=True)
 def test_files_at_rest_validate_without_repair(campaign: CampaignResult) -> None:
     assert campaign.tally.total("at_rest") > 0
     found = campaign.tally.total("at_rest_invalid")
@@ -233,7 +227,6 @@ def test_loss_within_the_documented_bound(campaign: CampaignResult) -> None:
     assert worst.loss_s <= worst.bound_s + TIMING_SLACK_S
 
 
-@pytest.mark.xfail(reason=ISSUE_13 + " (timing-dependent: may pass)", strict=False)
 def test_written_data_is_fsynced_within_the_documented_interval(campaign: CampaignResult) -> None:
     """Today: ~1.2 s while driving, and a footer written on idle waits until the next session."""
     wait = campaign.tally.fsync_wait_s

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.format.conftest import START_US, fld, make_schema
-from wrtfd.format import Reader, Writer, validate_file
+from wrtfd.format import Reader, Schema, Writer, validate_file
 
 # 24-byte frames: a page boundary falls inside a frame most of the time
 SCHEMA = make_schema([fld("x", "float32"), fld("n", "uint32"), fld("k", "uint16")])
@@ -136,3 +136,62 @@ def test_property_mixed_batches_flushes_and_sessions(
     assert validate_file(path) == []
     with Reader(path) as r:
         assert [int(t) for i in range(len(r.sessions)) for t in r.frames(i)["tick"]] == written
+
+
+# -- with the frame check: never inside a frame, so never inside a commit group -----------------------
+
+
+def _checked(path: Path, schema: Schema = SCHEMA) -> Writer:
+    w = Writer(path, schema, rate_hz=100, start_timestamp_us=START_US, check=True)
+    w.begin_session()
+    return w
+
+
+def test_with_the_check_a_large_batch_ends_on_a_page_boundary_between_two_frames(tmp_path: Path) -> None:
+    """The write ends on a page boundary only where one falls between two frames (never inside a
+    frame or a commit group); the file on disk reads back whole groups (N11)."""
+    path = tmp_path / "c.wrtf"
+    w = _checked(path)
+    fsize = w.schema.frame_size
+    w.write_frames(_frames(range(5000)))
+    size = path.stat().st_size
+    frames_at = w.bytes_written - 5000 * fsize
+    assert (size - frames_at) % fsize == 0  # whole frames: no frame, and no group, is cut
+    assert size == w.bytes_written or size % PAGE == 0  # whole, or up to a page boundary
+    assert _on_disk(path) == list(range((size - frames_at) // fsize))
+    w.flush()
+    assert _on_disk(path) == list(range(5000))
+    w.close()
+    assert validate_file(path) == []
+
+
+def test_with_the_check_a_batch_is_written_whole_when_page_boundaries_between_frames_are_far_apart(
+    tmp_path: Path,
+) -> None:
+    """1032-byte frames (tick, 254 float32, the check) meet a page boundary only every 512 frames
+    (lcm(1032, 4096)): cutting there would leave up to half a megabyte buffered, so a large batch
+    is written whole, as whole commit groups."""
+    path = tmp_path / "w.wrtf"
+    w = _checked(path, make_schema([fld("v", "float32", 254)]))
+    assert w.schema.frame_size == 1032
+    frames = np.zeros(300, dtype=w.schema.frame_dtype)
+    frames["tick"] = np.arange(300)
+    w.write_frames(frames)
+    assert path.stat().st_size == w.bytes_written
+    w.close()
+    assert validate_file(path) == [] and _on_disk(path) == list(range(300))
+
+
+def test_page_cuts_fall_between_frames_or_not_at_all() -> None:
+    from wrtfd.format.writer import _page_cut
+
+    for fsize in (8, 24, 32, 40, 1024, 1032, 4096, 8192):
+        for start in range(0, 3 * PAGE, 8):
+            for count in (1, 7, 200, 5000):
+                cut = _page_cut(start, count, fsize)
+                assert 1 <= cut <= count
+                if cut < count:
+                    assert (start + cut * fsize) % PAGE == 0  # a page boundary between two frames
+                    assert (count - cut) * fsize <= 64 * 1024
+                    later = range(cut + 1, count + 1)
+                    assert not any((start + c * fsize) % PAGE == 0 for c in later if c < count)

@@ -14,16 +14,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.recorder.crash_child import POLICY
 from wrtfd.format import Reader, validate_file
+from wrtfd.recorder.durability import loss_bound
 
 CHILD = Path(__file__).with_name("crash_child.py")
 REPO = Path(__file__).resolve().parents[2]
 RATE = 100
-# live.py's documented bound for a crash of the process: jitter_s + 1/rate + max(tick_s, close_s)
-# + batch_s (+ settle_s at the start of a session), with the child's policy (crash_child.POLICY)
-# and LiveRecorder's defaults tick_s = 0.1, close_s = 0.1.
-CRASH_BOUND_S = 0.05 + 1 / RATE + max(0.1, 0.1) + 0.05 + 0.1
-POWER_CUT_BOUND_S = CRASH_BOUND_S + 0.25  # + fsync_interval_s
+# The documented bound (wrtfd.recorder.durability, docs/durability.md) for the child's policy
+# (crash_child.POLICY); its source is in-process, so no UDP read interval; + settle_s at the start.
+_BOUND = loss_bound(**{k: v for k, v in POLICY.items() if k != "bunch_s"}, read_interval_s=0.0)  # type: ignore[arg-type]
+CRASH_BOUND_S = _BOUND.crash_s + _BOUND.session_start_s
+POWER_CUT_BOUND_S = _BOUND.power_cut_s + _BOUND.session_start_s
 
 
 def _trial(tmp: Path, delay_s: float) -> dict[str, float]:

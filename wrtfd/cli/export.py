@@ -10,8 +10,11 @@ OUT        what                                                   needs
 .mf4       ASAM MDF 4 (asammdf, CANape, MATLAB)                    wrtfd[mdf]
 =========  =====================================================  ==========================
 
-Files appear complete or not at all (written beside the target, renamed at the end; an error or
-Ctrl-C leaves nothing). Lap beacons (.ld) and lap messages (.mcap) come from the recorded lap
+Only frames that pass the frame check are exported; its field is a column only with
+``--with-check`` (CSV, Parquet). Exit 0: every frame exported; 1: frames that fail the check were
+left out (one line on stderr says how many and why); 2: unreadable file, bad usage or a failed
+write. Files appear complete or not at all (written beside the target, renamed at the end; an
+error or Ctrl-C leaves nothing). Lap beacons (.ld) and lap messages (.mcap) come from the recorded lap
 channels, or from --track (re-detected from positions). docs/exports.md has the details.
 """
 
@@ -22,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wrtfd.cli.info import add_schema_option, load_schema
+from wrtfd.cli.info import add_check_option, add_schema_option, load_schema, report_dropped
 
 __all__ = ["register"]
 
@@ -50,6 +53,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--raw-names", action="store_true", help=".ld: keep every channel's own name (no MoTeC names)"
     )
+    add_check_option(p)
     add_schema_option(p)
     p.set_defaults(func=_run)
 
@@ -57,6 +61,7 @@ def register(subparsers: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     from wrtfd.exporters import export_recording, format_of, require_extra
     from wrtfd.format import Reader
+    from wrtfd.format.columns import dropped_frames
     from wrtfd.tracks import load_track
 
     require_extra(format_of(args.output, args.format))  # before reading anything
@@ -82,10 +87,12 @@ def _run(args: argparse.Namespace) -> int:
                 track=track,
                 motec_names=not args.raw_names,
                 progress=progress,
+                with_check=args.with_check,
             )
+            dropped = dropped_frames(r, sessions)
     finally:
         if tty and shown[0] >= 0:
             sys.stderr.write("\n")
     names = ", ".join(str(p) for p in summary.paths)
     sys.stderr.write(f"wrote {names}: {summary.frames} frames, {summary.detail}\n")
-    return 0
+    return report_dropped(args.file, dropped)

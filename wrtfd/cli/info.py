@@ -14,7 +14,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_schema_option", "info_dict", "load_schema", "marker_line", "register"]
+__all__ = [
+    "add_check_option",
+    "add_schema_option",
+    "info_dict",
+    "load_schema",
+    "marker_line",
+    "register",
+    "report_dropped",
+]
 
 
 def add_schema_option(p: argparse.ArgumentParser) -> None:
@@ -24,6 +32,24 @@ def add_schema_option(p: argparse.ArgumentParser) -> None:
         metavar="DEF",
         help="definition (YAML) for files without an embedded 'wrtf.schema' (overrides it when given)",
     )
+
+
+def add_check_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--with-check",
+        action="store_true",
+        help="include the frame check field (wrtfd_check) as a channel",
+    )
+
+
+def report_dropped(path: Path, dropped: list[Any]) -> int:
+    """The exit code of a command that left out frames failing the frame check (one line if so)."""
+    if not dropped:
+        return 0
+    from wrtfd.format.reader import describe_dropped
+
+    sys.stderr.write(f"wrtfd: {path}: {describe_dropped(dropped)}\n")
+    return 1
 
 
 def load_schema(args: argparse.Namespace) -> Any:
@@ -76,6 +102,9 @@ def info_dict(reader: Any) -> dict[str, Any]:
         "size": reader.size,
         "complete": reader.complete,
         "problem": None if reader.footer_error is None else str(reader.footer_error),
+        "check": reader.metadata.get("wrtfd.check"),
+        "check_note": reader.check_note,
+        "not_read": [] if reader.scan is None else [list(x) for x in reader.scan.skipped],
         "version": reader.header.version,
         "rate_hz": reader.rate_hz,
         "start_timestamp_us": reader.start_timestamp_us,
@@ -101,8 +130,12 @@ def _text(d: dict[str, Any]) -> str:
         f"layout:     frame {d['frame_size']} B, session header {d['header_size']} B, "
         f"footer {d['footer_size']} B ({d['definition']} definition)",
         f"frames:     {d['frames']} in {len(d['sessions'])} session(s)",
-        "metadata:",
+        f"check:      {d['check'] or 'none'}"
+        + (" (frames verified by validate, dump, export; by the scan when incomplete)" if d["check"] else "")
+        + (f"; {d['check_note']}" if d["check_note"] else ""),
     ]
+    lines += [f"not read:   {n} bytes at offset {off}: {why}" for off, n, why in d["not_read"]]
+    lines.append("metadata:")
     lines += [f"  {k}: {v}" for k, v in d["metadata"].items()] or ["  (none)"]
     for s in d["sessions"]:
         ticks = "-" if s["first_tick"] is None else f"{s['first_tick']}..{s['last_tick']}"

@@ -1,7 +1,14 @@
 """``wrtfd repair FILE [-o OUT] [--schema DEF]``: finalize an incomplete WRTF file (N11).
 
 Keeps every complete frame, drops a torn last record, writes the missing session footer(s) and
-the document footer. In place by default; ``-o OUT`` leaves FILE untouched. Reports what it did.
+the document footer. In a file with the frame check it keeps frames up to the first one that
+fails the check and nothing after it. In place by default; ``-o OUT`` leaves FILE untouched.
+Reports what it did and what it dropped, then validates its output.
+
+Exit 0: the output is valid (repaired, or nothing to do); 1: the output was written but does
+not validate (the findings are listed: things repair does not fix, such as non-zero padding or
+a missing 'wrtf.schema'); 2: FILE is unreadable (empty, not WRTF, header or metadata cut) or
+bad usage, and nothing was written.
 """
 
 from __future__ import annotations
@@ -35,4 +42,4 @@ def _run(args: argparse.Namespace) -> int:
     report = repair_file(args.file, args.output, load_schema(args))
     for line in report.lines():
         sys.stdout.write(line + "\n")
-    return 0
+    return 0 if report.valid else 1

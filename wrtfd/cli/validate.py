@@ -1,7 +1,9 @@
 """``wrtfd validate FILE [--schema DEF]``: check a WRTF file (spec section 9, docs/wrtf-notes.md).
 
-Prints one finding per line (with its byte offset). Exit 0: valid; 1: findings; 2: unreadable
-or bad usage.
+Prints one finding per line (with its byte offset). In a file with the frame check every commit
+group is verified; each stretch of failing frames is one line with the offset of its first frame
+(the others follow every frame size). Exit 0: valid; 1: findings; 2: unreadable (empty, not
+WRTF, header or metadata cut, no usable definition) or bad usage.
 """
 
 from __future__ import annotations
@@ -29,11 +31,17 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from wrtfd.format import validate_file
+    from wrtfd.cli.main import error_line
+    from wrtfd.format.validate import unreadable, validate_file
 
     findings = validate_file(args.file, load_schema(args))
     for f in findings:
         sys.stdout.write(f"{args.file}: {f}\n")
     if not findings:
         sys.stdout.write(f"{args.file}: valid\n")
+    fatal = unreadable(findings)
+    if fatal is not None:
+        sys.stdout.flush()
+        error_line(f"{args.file}: unreadable: {fatal.message}")
+        return 2
     return 1 if findings else 0

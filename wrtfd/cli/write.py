@@ -1,8 +1,12 @@
-"""``wrtfd write --schema DEF --rate HZ [--start-timestamp US] [--meta KEY=VALUE]... -o OUT IN.jsonl``
+"""``wrtfd write --schema DEF --rate HZ [--start-timestamp US] [--meta K=V]... [--check] -o OUT IN.jsonl``
 
 The inverse of ``wrtfd dump``: ``wrtfd dump a.wrtf | wrtfd write --schema d.yaml --rate R
 --start-timestamp S -o b.wrtf -`` gives a file whose frames, headers and footers equal a's.
 IN is ``-`` for standard input.
+
+``--check`` adds the frame check (the ``wrtfd_check`` field, with a new random salt); giving
+a's ``wrtfd.check.salt`` with ``--meta`` turns it on with a's salt, so that the metadata equal
+a's too (the check values themselves depend on how frames were grouped when written).
 """
 
 from __future__ import annotations
@@ -47,6 +51,9 @@ def register(subparsers: Any) -> None:
         help="metadata entry (repeatable)",
     )
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT", help="WRTF file to write")
+    p.add_argument(
+        "--check", action="store_true", help="add the frame check (implied by --meta wrtfd.check.salt=...)"
+    )
     p.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
     p.set_defaults(func=_run)
 
@@ -54,6 +61,7 @@ def register(subparsers: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     from wrtfd.errors import FormatError
     from wrtfd.format import Schema, Writer
+    from wrtfd.format.check import CHECK_KEYS
     from wrtfd.format.jsonio import write_jsonl
 
     schema = Schema.load(args.schema)
@@ -74,6 +82,7 @@ def _run(args: argparse.Namespace) -> int:
             start_timestamp_us=args.start_timestamp,
             metadata=meta,
             exist_ok=True,
+            check=args.check or any(k in meta for k in CHECK_KEYS),
         ) as w:
             sessions, frames = write_jsonl(src, w)
         ok = True

@@ -37,6 +37,7 @@ from wrtfd.daemon.defaults import default_config_data, state_directory
 from wrtfd.defaults import UDP_READ_INTERVAL_S
 from wrtfd.errors import ConfigError
 from wrtfd.fleet.config import FleetConfig
+from wrtfd.recorder import durability
 
 __all__ = [
     "CONFIG_FILE_NAME",
@@ -336,11 +337,11 @@ class RecorderConfig(_Model):
     rotate_bytes: Annotated[int, Field(ge=4096)] | None = None
     rotate_s: PositiveSeconds | None = None
     rotate_sessions: Annotated[int, Field(ge=1)] | None = None
-    #: Upper bound on the data a power cut can lose.
-    fsync_interval_s: PositiveSeconds = 1.0
+    #: Written data is fsynced at least this often (the power-cut term of docs/durability.md).
+    fsync_interval_s: PositiveSeconds = durability.FSYNC_INTERVAL_S
     #: How often the recorder's engine turns samples into frames: idle CPU against latency
     #: (frames reach the writer up to this much later; durability is bounded by fsync anyway).
-    engine_tick_s: Annotated[float, Field(ge=0.001, le=0.5)] = 0.1
+    engine_tick_s: Annotated[float, Field(ge=0.001, le=0.5)] = durability.TICK_S
     #: Bound of the intake between sources and the recorder, in samples.
     queue_size: Annotated[int, Field(ge=16, le=1_000_000)] = 4096
     #: File-level metadata ("Track", "Driver", ...), stored in every file.

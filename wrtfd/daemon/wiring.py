@@ -36,6 +36,7 @@ from wrtfd.daemon.pipeline import BuiltSource, Pipeline, SourceHandle
 from wrtfd.daemon.supervise import Backoff
 from wrtfd.decoders.base import Decoder, Sample
 from wrtfd.errors import ConfigError, WrtfdError
+from wrtfd.format.check import with_check
 from wrtfd.format.schema import Schema, layout_difference
 from wrtfd.recorder.groups import RecorderGroups
 from wrtfd.recorder.observe import ObserverHub
@@ -401,7 +402,10 @@ def _recorder(
 
 
 def check_pinned_schema(loaded: LoadedConfig, group: str, composed: Schema) -> None:
-    """``recorder.schema``: the group's composed frame must have the pinned layout, byte for byte."""
+    """``recorder.schema``: the group's composed frame must have the pinned layout, byte for byte.
+
+    Both with the frame check the files carry (a pin written before it existed matches too).
+    """
     path = loaded.schema_path(group)
     if path is None:
         return
@@ -410,7 +414,7 @@ def check_pinned_schema(loaded: LoadedConfig, group: str, composed: Schema) -> N
         pinned = Schema.load(path)
     except (WrtfdError, OSError) as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    difference = layout_difference(pinned.frame_dtype, composed.frame_dtype)
+    difference = layout_difference(with_check(pinned).frame_dtype, with_check(composed).frame_dtype)
     if difference is not None:
         raise ConfigError(
             f"{where}: the frame of recording group {group!r} does not match {path}: {difference}"
@@ -436,13 +440,14 @@ def check_buildable(loaded: LoadedConfig) -> list[BuiltSource]:
 
 
 def composed_schemas(loaded: LoadedConfig) -> dict[str, Schema]:
-    """Per recording group, the frame definition this config records (``wrtfd config schema``).
+    """Per recording group, the frame definition its files have (``wrtfd config schema``): the
+    composed frame and the frame check.
 
     Not checked against ``recorder.schema``: this is how a changed layout is pinned again.
     """
     built = build_sources(loaded)
     recorder = _recorder(loaded, built, loaded.output_dir(), check_pins=False)
-    return {group: live.recorder.schema for group, live in recorder.groups.items()}
+    return {group: with_check(live.recorder.schema) for group, live in recorder.groups.items()}
 
 
 def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Pipeline:

@@ -90,6 +90,7 @@ def export_recording(
     track: Track | None = None,
     motec_names: bool = True,
     progress: FramesProgress | None = None,
+    with_check: bool = False,
 ) -> ExportSummary:
     """Export ``sessions`` (default: all) of ``reader`` to ``output``; atomic.
 
@@ -105,7 +106,9 @@ def export_recording(
         if spec.name in ("csv", "parquet"):
             from wrtfd.format.export import export_file
 
-            rows = export_file(reader, outputs.path(output), spec.name, progress, sessions)
+            rows = export_file(
+                reader, outputs.path(output), spec.name, progress, sessions, with_check=with_check
+            )
             summary = ExportSummary([output], rows, f"{rows} rows")
         elif spec.name == "ld":
             from wrtfd.exporters.motec import export_ld

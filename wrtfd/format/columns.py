@@ -14,6 +14,7 @@ import numpy as np
 
 from wrtfd._optional import require
 from wrtfd.errors import FormatError
+from wrtfd.format.check import CHECK_FIELD, CheckFailure, data_leaves
 from wrtfd.format.markers import MARKER_FIELD, has_markers
 from wrtfd.format.schema import Leaf, Schema, leaf_column
 from wrtfd.format.times import ticks_to_time_us
@@ -24,7 +25,9 @@ if TYPE_CHECKING:
     from wrtfd.format.reader import Reader, SessionInfo
 
 __all__ = [
+    "Dropped",
     "column_names",
+    "dropped_frames",
     "export_frames",
     "export_leaves",
     "frame_chunks",
@@ -34,28 +37,44 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 16
+#: Frames left out because they fail the frame check: (session index, failure).
+Dropped = list[tuple[int, CheckFailure]]
 
 
-def export_leaves(schema: Schema) -> list[Leaf]:
+def export_leaves(schema: Schema, *, with_check: bool = False) -> list[Leaf]:
     """The channels every export writes (CSV, Parquet, MoTeC, MCAP, MDF4, compare).
 
-    The one place that decides it: fields that are bookkeeping rather than telemetry (such as a
-    per-frame integrity check, or the bytes of markers, which exports show as markers) are left
-    out here, and nowhere else.
+    The one place that decides it: fields that are bookkeeping rather than telemetry (the frame
+    check, shown only ``with_check``; the bytes of markers, which exports show as markers) are
+    left out here, and nowhere else.
     """
-    leaves = schema.frame_leaves
+    leaves = schema.frame_leaves if with_check else data_leaves(schema, CHECK_FIELD)
     if has_markers(schema.frame_dtype):
         leaves = [lf for lf in leaves if lf.path[0] != MARKER_FIELD]
     return leaves
 
 
-def export_frames(reader: Reader, session: int) -> np.ndarray:
+def export_frames(reader: Reader, session: int, dropped: Dropped | None = None) -> np.ndarray:
     """The frames of ``session`` every export writes: the one place that decides which frames.
 
-    A view of the whole session today; frames that fail an integrity check are dropped here once
-    files carry one. Exports take times from these frames' ticks, never from the session's.
+    Those that pass the frame check (all of them in a file without one); the others are
+    appended to ``dropped`` (session, failure). Exports take times from these frames' ticks.
     """
-    return reader.frames(session)
+    frames, failures = reader.verified_frames(session)
+    if dropped is not None:
+        dropped.extend((session, f) for f in failures)
+    return frames
+
+
+def dropped_frames(reader: Reader, sessions: Sequence[int] | None = None) -> Dropped:
+    """What :func:`export_frames` leaves out of ``sessions`` (default all), with what the
+    reader's scan of an incomplete file left out: for the one line a command reports."""
+    indices = {s.index for s in select_sessions(reader, sessions)}
+    scanned = reader.scan.check_failures if reader.scan is not None else ()
+    out: Dropped = [f for f in scanned if f[0] in indices]
+    for i in sorted(indices):
+        out.extend((i, f) for f in reader.check_failures(i))
+    return out
 
 
 def frame_chunks(frames: np.ndarray, chunk: int = _CHUNK) -> Iterator[np.ndarray]:
@@ -111,13 +130,20 @@ def iter_columns(
     *,
     session: int | None = None,
     sessions: Sequence[int] | None = None,
+    with_check: bool = False,
+    dropped: Dropped | None = None,
 ) -> Iterator[tuple[list[str], list[np.ndarray]]]:
-    """(names, columns) per chunk of frames, over ``sessions`` (or only ``session``; default all)."""
-    leaves = export_leaves(reader.schema)
+    """(names, columns) per chunk of the frames that pass the frame check, over ``sessions`` (or
+    only ``session``; default all); the frames left out go to ``dropped``."""
+    leaves = export_leaves(reader.schema, with_check=with_check)
     names = ["session", "tick", "time_us", *column_names(leaves)]
     chosen = select_sessions(reader, [session] if session is not None else sessions)
+    if dropped is not None:
+        indices = {s.index for s in chosen}
+        scanned = reader.scan.check_failures if reader.scan is not None else ()  # see check_dropped
+        dropped.extend(f for f in scanned if f[0] in indices)
     for s in chosen:
-        for arr in frame_chunks(export_frames(reader, s.index), chunk):
+        for arr in frame_chunks(export_frames(reader, s.index, dropped), chunk):
             cols: list[np.ndarray] = [
                 np.full(len(arr), s.index, dtype=np.int64),
                 np.ascontiguousarray(arr["tick"]),

@@ -18,8 +18,9 @@ from typing import Any, TextIO
 import numpy as np
 
 from wrtfd.errors import FormatError
+from wrtfd.format.check import CheckFailure
 from wrtfd.format.markers import has_markers, session_marker_rows
-from wrtfd.format.reader import Reader, ticks_to_time_us
+from wrtfd.format.reader import Reader, check_dropped, ticks_to_time_us
 from wrtfd.format.schema import EnumDef, FieldDef, Schema, StructDef
 from wrtfd.format.writer import Writer
 
@@ -121,12 +122,15 @@ def _bool_from_json(v: Any, path: str) -> bool:
 
 
 class JsonCodec:
-    """Converters between records of a schema and JSON-ready Python values, compiled once."""
+    """Converters between records of a schema and JSON-ready Python values, compiled once.
 
-    def __init__(self, schema: Schema) -> None:
+    ``hide`` names a top-level frame field that ``frame_to_json`` leaves out (the frame check).
+    """
+
+    def __init__(self, schema: Schema, *, hide: str | None = None) -> None:
         self.schema = schema
         self.header_to_json = self._struct_to_json(schema.header_fields)
-        self.frame_to_json = self._struct_to_json(schema.frame_fields)
+        self.frame_to_json = self._struct_to_json(schema.frame_fields, hide)
         self.footer_to_json = self._struct_to_json(schema.footer_fields) if schema.footer_fields else None
         self._header_from = self._struct_from_json(schema.header_fields, schema.header_dtype)
         self._frame_from = self._struct_from_json(schema.frame_fields, None)
@@ -158,8 +162,18 @@ class JsonCodec:
             return conv
         return lambda vs: [conv(v) for v in _plain(vs)]
 
-    def _struct_to_json(self, fields: Sequence[FieldDef]) -> ToJson:
+    def _struct_to_json(self, fields: Sequence[FieldDef], hide: str | None = None) -> ToJson:
         convs = [(f.name, self._field_to_json(f)) for f in fields]
+        if hide is not None and any(name == hide for name, _ in convs):
+            keep = [i for i, (name, _) in enumerate(convs) if name != hide]
+            kept = [convs[i] for i in keep]
+
+            def to_json_hiding(row: Any) -> dict[str, Any]:
+                if isinstance(row, np.void):
+                    row = row.item()
+                return {name: conv(row[i]) for i, (name, conv) in zip(keep, kept, strict=True)}
+
+            return to_json_hiding
 
         def to_json(row: Any) -> dict[str, Any]:
             if isinstance(row, np.void):
@@ -289,32 +303,56 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-def session_object(reader: Reader, codec: JsonCodec, i: int) -> dict[str, Any]:
+def session_object(
+    reader: Reader, codec: JsonCodec, i: int, frames: np.ndarray | None = None
+) -> dict[str, Any]:
+    """The session line; ``frames`` (the frames dumped, default all) gives its count and last tick."""
     s = reader.sessions[i]
     footer = None
     if s.footer is not None and codec.footer_to_json is not None:
         footer = codec.footer_to_json(s.footer.item())
+    count, last = s.frame_count, s.last_tick
+    if frames is not None and len(frames) != count:
+        count, last = len(frames), (int(frames["tick"][-1]) if len(frames) else None)
     obj = {
         "kind": "session",
         "session": i,
         "header": codec.header_to_json(s.header.item()),
         "footer": footer,
-        "frames": s.frame_count,
-        "last_tick": s.last_tick,
+        "frames": count,
+        "last_tick": last,
     }
     if has_markers(reader.schema.frame_dtype):  # wrtfd recordings (docs/markers.md)
         obj["markers"] = session_marker_rows(reader, i)
     return obj
 
 
-def iter_dump_lines(reader: Reader, session: int | None = None, chunk: int = 8192) -> Iterator[str]:
-    """The JSON Lines of ``wrtfd dump`` (without newlines)."""
-    codec = JsonCodec(reader.schema)
+def iter_dump_lines(
+    reader: Reader,
+    session: int | None = None,
+    chunk: int = 8192,
+    *,
+    with_check: bool = False,
+    dropped: list[tuple[int, CheckFailure]] | None = None,
+) -> Iterator[str]:
+    """The JSON Lines of ``wrtfd dump`` (without newlines).
+
+    Only frames that pass the frame check are dumped; the others are appended to ``dropped``
+    (with the ones the reader's scan already left out, see :func:`check_dropped`). The check
+    field is not in the frames' data unless ``with_check``.
+    """
+    codec = JsonCodec(reader.schema, hide=None if with_check else reader.check_field)
     indices = range(len(reader.sessions)) if session is None else [reader._session(session).index]
+    if dropped is not None:
+        dropped.extend(f for f in check_dropped(reader) if session is None or f[0] in indices)
     for i in indices:
-        yield _dumps(session_object(reader, codec, i))
+        frames, failures = reader.verified_frames(i)
+        if dropped is not None:
+            dropped.extend((i, f) for f in failures)
+        yield _dumps(session_object(reader, codec, i, frames))
         base = reader.sessions[i].time_base_us
-        for arr in reader.iter_frames(i, chunk):
+        for start in range(0, len(frames), chunk):
+            arr = frames[start : start + chunk]
             times = ticks_to_time_us(arr["tick"], base, reader.rate_hz).tolist()
             for row, t in zip(arr.tolist(), times, strict=True):
                 yield _dumps(

@@ -8,6 +8,12 @@ A file with a valid document footer is opened in O(sessions). A file without one
 crashed, the power went) is read by scanning from the end of the metadata (N11): session magic,
 header, fixed-size frames whose ticks strictly increase, then a session footer or the end of the
 data; a torn last frame is dropped. Such a file is reported as incomplete (``complete=False``).
+
+Files with the frame check (:mod:`wrtfd.format.check`) are read the same way, except that a scan
+keeps a session's frames only up to the first one whose commit group does not verify, and trusts
+nothing after it: after a power cut, zeros, random bytes and an older recording's blocks never
+come out as frames. Opening a complete file does no CRC pass; :meth:`Reader.verify_session` and
+:meth:`Reader.verified_frames` do it on request (validate, dump and export use them).
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from wrtfd.errors import CorruptFileError, FormatError, SchemaError
-from wrtfd.format.schema import Schema
+from wrtfd.format.check import CheckFailure, FrameCheck, check_from_metadata, data_leaves, declared_field
+from wrtfd.format.schema import Leaf, Schema
 from wrtfd.format.spec import (
     DOC_END_MAGIC,
     DOC_FOOTER_TAIL,
@@ -54,8 +61,10 @@ __all__ = [
     "ScanResult",
     "ScannedSession",
     "SessionInfo",
+    "check_dropped",
     "count_frames",
     "decode_metadata",
+    "describe_dropped",
     "parse_document_footer",
     "parse_file_header",
     "parse_metadata",
@@ -67,6 +76,8 @@ Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 _MAGIC_ARRAY = np.array(sorted(MAGIC_WORDS), dtype="<u8")
 _SCAN_CHUNK_FRAMES = 1 << 18
+#: The reason scan_sessions gives for a partial record at the very end of the data.
+TORN_REASON = "torn record at end of data"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +153,9 @@ class ScanResult:
     skipped: list[tuple[int, int, str]] = field(default_factory=list)
     #: end of the last complete record found
     data_end: int = 0
+    #: (session index, failure): where the frame check ended a session's frames (files with the
+    #: check); ``failure.frames`` counts the records after it that looked like frames
+    check_failures: list[tuple[int, CheckFailure]] = field(default_factory=list)
 
 
 # -- low-level parsing: shared by Reader, validate and repair ---------------------------------------
@@ -267,8 +281,21 @@ def _next_session_magic(buf: Buffer, start: int, end: int) -> int:
         pos = found + 1
 
 
-def scan_sessions(buf: Buffer, data_start: int, schema: Schema, end: int | None = None) -> ScanResult:
-    """Find sessions sequentially from ``data_start`` (N11), skipping unreadable stretches."""
+def _footer_matches(buf: Buffer, footer_offset: int, count: int, last_tick: int) -> bool:
+    """The session footer's two numbers are this session's frame count and last tick (N2)."""
+    _, a, b = SESSION_FOOTER_HEAD.unpack_from(buf, footer_offset)
+    return (a, b) in ((count, last_tick), (last_tick, count))
+
+
+def scan_sessions(
+    buf: Buffer, data_start: int, schema: Schema, end: int | None = None, check: FrameCheck | None = None
+) -> ScanResult:
+    """Find sessions sequentially from ``data_start`` (N11), skipping unreadable stretches.
+
+    With ``check`` (a file with the frame check), a session's frames end at the first frame
+    that fails it, a session footer counts only when its numbers match the frames, and the scan
+    stops where verified data ends: nothing after a failing frame is trusted.
+    """
     end = len(buf) if end is None else end
     fsize = schema.frame_size
     footer_len = SESSION_FOOTER_HEAD.size + schema.footer_size
@@ -279,6 +306,11 @@ def scan_sessions(buf: Buffer, data_start: int, schema: Schema, end: int | None 
         if head == SESSION_MAGIC and pos + 8 + schema.header_size <= end:
             frames_at = pos + 8 + schema.header_size
             n = count_frames(buf, frames_at, end, fsize)
+            if check is not None:
+                if _scan_checked(res, buf, pos, frames_at, n, end, schema, check):
+                    pos = res.data_end
+                    continue
+                break
             p = frames_at + n * fsize
             footer_offset: int | None = None
             torn = 0
@@ -299,7 +331,7 @@ def scan_sessions(buf: Buffer, data_start: int, schema: Schema, end: int | None 
             res.data_end = session_end
             pos = session_end
             if torn:
-                res.skipped.append((p, torn, "torn record at end of data"))
+                res.skipped.append((p, torn, TORN_REASON))
                 break
             continue
         if head == SESSION_MAGIC:
@@ -308,6 +340,11 @@ def scan_sessions(buf: Buffer, data_start: int, schema: Schema, end: int | None 
         if head == DOC_START_MAGIC:
             res.skipped.append((pos, end - pos, "document footer not valid"))
             break
+        if check is not None:
+            res.skipped.append(
+                (pos, end - pos, "bytes that are not a session; nothing after them is trusted")
+            )
+            break
         nxt_session = _next_session_magic(buf, pos + 8, end)
         if nxt_session < 0:
             res.skipped.append((pos, end - pos, "bytes that are not a session"))
@@ -315,6 +352,56 @@ def scan_sessions(buf: Buffer, data_start: int, schema: Schema, end: int | None 
         res.skipped.append((pos, nxt_session - pos, "bytes that are not a session"))
         pos = nxt_session
     return res
+
+
+def _scan_checked(
+    res: ScanResult,
+    buf: Buffer,
+    pos: int,
+    frames_at: int,
+    n: int,
+    end: int,
+    schema: Schema,
+    check: FrameCheck,
+) -> bool:
+    """One session of a file with the frame check; True when the scan may go on after it."""
+    fsize = schema.frame_size
+    footer_len = SESSION_FOOTER_HEAD.size + schema.footer_size
+    failures = check.failures(buf, frames_at, n, first_only=True) if n else []
+    if failures:
+        f = failures[0]
+        res.check_failures.append((len(res.sessions), CheckFailure(f.frame, n - f.frame, f.offset, f.reason)))
+        n = f.frame
+    p = frames_at + n * fsize
+    last = U64.unpack_from(buf, p - fsize)[0] if n else 0
+    if (
+        not failures
+        and bytes(buf[p : p + 8]) == SESSION_FOOTER_MAGIC
+        and p + footer_len <= end
+        and _footer_matches(buf, p, n, last)
+    ):
+        res.sessions.append(ScannedSession(pos, frames_at, n, p, p + footer_len, 0))
+        res.data_end = p + footer_len
+        return True
+    if failures:
+        why = f"frame {n} of the session fails the check ({failures[0].reason}); nothing after it is trusted"
+    elif p >= end:
+        why = ""
+    elif end - p < fsize:
+        why = TORN_REASON
+    else:
+        why = "no valid session footer after the last verified frame; nothing after it is trusted"
+    if n == 0:
+        # A session header with no verified frame and no footer: nothing proves it is this file's.
+        res.skipped.append(
+            (pos, end - pos, f"session header without a verified frame or footer{': ' + why if why else ''}")
+        )
+        return False
+    res.sessions.append(ScannedSession(pos, frames_at, n, None, p, end - p))
+    res.data_end = p
+    if why:
+        res.skipped.append((p, end - p, why))
+    return False
 
 
 class Reader:
@@ -370,6 +457,12 @@ class Reader:
                 ) from exc
             self.schema_source = "embedded"
         self.schema: Schema = schema
+        #: The frame check to verify with (None: the file has none, or one this wrtfd cannot
+        #: verify, then ``check_note`` says why); ``check_field`` is the field the file declares.
+        self.check: FrameCheck | None
+        self._failures: dict[int, list[CheckFailure]] = {}
+        self.check, self.check_note = check_from_metadata(self.metadata, schema)
+        self.check_field: str | None = declared_field(self.metadata, schema)
         self.footer_error: CorruptFileError | None = None
         self.doc_footer_offset: int | None = None
         self.scan: ScanResult | None = None
@@ -381,7 +474,7 @@ class Reader:
                 self.footer_error = exc
         self.complete = sessions is not None
         if sessions is None:
-            self.scan = scan_sessions(buf, self.data_start, schema)
+            self.scan = scan_sessions(buf, self.data_start, schema, check=self.check)
             sessions = [
                 self._session_info(
                     i, s.offset, s.frames_offset, s.frame_count, s.footer_offset, s.end_offset, s.torn_bytes
@@ -539,6 +632,47 @@ class Reader:
         for start in range(0, len(arr), chunk):
             yield arr[start : start + chunk]
 
+    # -- the frame check ----------------------------------------------------------------------------
+
+    @property
+    def data_leaves(self) -> list[Leaf]:
+        """The frame's channels without the check field: what exports, dumps and plots show."""
+        return data_leaves(self.schema, self.check_field)
+
+    def check_failures(self, i: int, *, first_only: bool = False) -> list[CheckFailure]:
+        """The frames of session ``i`` that fail the frame check (empty without a check)."""
+        s = self._session(i)
+        if self.check is None or s.frame_count == 0:
+            return []
+        if first_only:
+            return self.check.failures(self._buf, s.frames_offset, s.frame_count, first_only=True)
+        # One CRC pass per session: an export verifies, then its report asks again.
+        found = self._failures.get(s.index)
+        if found is None:
+            found = self._failures[s.index] = self.check.failures(self._buf, s.frames_offset, s.frame_count)
+        return list(found)
+
+    def verify_session(self, i: int) -> CheckFailure | None:
+        """The first frame of session ``i`` that fails the frame check (frame index, byte offset,
+        reason), or None when every frame passes or the file has no check to verify."""
+        failures = self.check_failures(i, first_only=True)
+        return failures[0] if failures else None
+
+    def verified_frames(self, i: int) -> tuple[np.ndarray, list[CheckFailure]]:
+        """The frames of session ``i`` that pass the frame check, and the ones that do not.
+
+        A zero-copy view when all pass (or the file has no check); a copy without the failing
+        frames otherwise.
+        """
+        arr = self.frames(i)
+        failures = self.check_failures(i)
+        if not failures:
+            return arr, failures
+        keep = np.ones(len(arr), dtype=bool)
+        for f in failures:
+            keep[f.frame : f.frame + f.frames] = False
+        return arr[keep], failures
+
     @property
     def total_frames(self) -> int:
         return sum(s.frame_count for s in self.sessions)
@@ -563,3 +697,20 @@ class Reader:
     def __repr__(self) -> str:
         state = "complete" if self.complete else "incomplete"
         return f"<Reader {self.path} {state} sessions={len(self.sessions)}>"
+
+
+def check_dropped(reader: Reader) -> list[tuple[int, CheckFailure]]:
+    """What opening ``reader`` left out because of the frame check (a scanned file): (session
+    index, failure). Dump and export report these with the failing frames they skip."""
+    return [] if reader.scan is None else list(reader.scan.check_failures)
+
+
+def describe_dropped(dropped: list[tuple[int, CheckFailure]]) -> str:
+    """One line about frames left out because they fail the frame check."""
+    frames = sum(f.frames for _, f in dropped)
+    i, first = dropped[0]
+    more = f" (and {len(dropped) - 1} more stretch(es))" if len(dropped) > 1 else ""
+    return (
+        f"{frames} frame(s) that fail the frame check were left out; first: session {i} frame "
+        f"{first.frame} at byte {first.offset}: {first.reason}{more}"
+    )

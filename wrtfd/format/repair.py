@@ -3,7 +3,14 @@
 What a crash leaves is a valid prefix: sessions, perhaps the last one without its footer,
 perhaps a torn last record. Repair keeps every complete frame the scan finds, drops the torn
 bytes, writes the missing session footer(s) (spec order, footer struct zeroed: its values were
-never known) and a document footer.
+never known) and a document footer. In a file with the frame check (:mod:`wrtfd.format.check`)
+the scan keeps frames up to the first one that fails the check and nothing after it, so zeros,
+random bytes and an older recording's blocks never become frames; a complete file whose frames
+fail the check is rebuilt the same way.
+
+Repair then validates its own output (:func:`wrtfd.format.validate.validate_file`) and says so
+in the report: ``RepairReport.valid`` is False (and ``wrtfd repair`` exits 1) when it would not
+pass ``wrtfd validate``.
 
 In place when only the tail needs fixing (truncate the torn bytes, append footers, fsync);
 otherwise the file is rebuilt into a temporary file beside it and atomically renamed, so a
@@ -12,6 +19,7 @@ second power cut during repair never leaves a worse file than before.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -23,6 +31,7 @@ from wrtfd.errors import FormatError
 from wrtfd.format.reader import Reader, SessionInfo
 from wrtfd.format.schema import Schema
 from wrtfd.format.spec import SESSION_FOOTER_HEAD
+from wrtfd.format.validate import Finding, validate_file
 from wrtfd.format.writer import SessionEntry, encode_document_footer, encode_session_footer
 
 __all__ = ["RepairReport", "repair_file"]
@@ -44,8 +53,21 @@ class RepairReport:
     session_footers_written: int
     document_footer_written: bool
     rebuilt: bool
+    #: What ``wrtfd validate`` finds in the output (empty: it is valid).
+    findings: tuple[Finding, ...] = ()
+
+    @property
+    def valid(self) -> bool:
+        return not self.findings
 
     def lines(self) -> list[str]:
+        out = self._done_lines()
+        if self.findings:
+            out.append(f"{self.output}: the output does not validate ({len(self.findings)} finding(s)):")
+            out.extend(f"  {f}" for f in self.findings)
+        return out
+
+    def _done_lines(self) -> list[str]:
         if self.was_complete:
             return [
                 f"{self.source}: already complete ({self.sessions} sessions, {self.frames_kept} frames); "
@@ -80,17 +102,26 @@ def _footer_record(s: SessionInfo, schema: Schema) -> bytes:
 def repair_file(
     path: str | Path, output: str | Path | None = None, schema: Schema | None = None, *, durable: bool = True
 ) -> RepairReport:
-    """Repair ``path`` in place, or write the repaired file to ``output``.
+    """Repair ``path`` in place, or write the repaired file to ``output``; then validate it.
 
-    ``durable`` fsyncs the result before returning (tests turn it off).
+    ``durable`` fsyncs the result before returning (tests turn it off). The report's
+    ``findings`` are what validating the output found (``valid`` is False when there are any).
 
     :raises CorruptFileError: the file header or metadata is unreadable (nothing to anchor on).
     :raises FormatError: no definition (give ``schema`` for files without ``wrtf.schema``).
     """
-    src = Path(path)
-    dst = Path(output) if output is not None else src
+    report = _repair(Path(path), Path(output) if output is not None else Path(path), schema, durable)
+    return dataclasses.replace(report, findings=tuple(validate_file(report.output, schema)))
+
+
+def _complete_and_verified(r: Reader) -> bool:
+    """A complete file (valid document footer) whose frames all pass the frame check."""
+    return r.complete and all(r.verify_session(i) is None for i in range(len(r.sessions)))
+
+
+def _repair(src: Path, dst: Path, schema: Schema | None, durable: bool) -> RepairReport:
     with Reader(src, schema) as r:
-        if r.complete:
+        if _complete_and_verified(r):
             frames = r.total_frames
             n = len(r.sessions)
             if dst != src:

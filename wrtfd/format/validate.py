@@ -2,7 +2,9 @@
 
 Each :class:`Finding` carries the byte offset where the problem is and a stable ``code``. The
 session structure is taken from a sequential scan of the data (N11), then compared with what
-the document footer claims, so a lying footer is caught too.
+the document footer claims, so a lying footer is caught too. In a file with the frame check
+(:mod:`wrtfd.format.check`) every commit group is verified, and each stretch of failing frames
+is reported with the offset of its first frame (the others follow every frame size).
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ from typing import Any
 import numpy as np
 
 from wrtfd.errors import CorruptFileError, FormatError, SchemaError
+from wrtfd.format.check import FrameCheck, check_from_metadata
 from wrtfd.format.reader import (
+    TORN_REASON,
     Buffer,
     ScannedSession,
+    decode_metadata,
     parse_document_footer,
     parse_file_header,
     parse_metadata,
@@ -36,11 +41,18 @@ from wrtfd.format.spec import (
     pad8,
 )
 
-__all__ = ["Finding", "validate_file"]
+__all__ = ["UNREADABLE_CODES", "Finding", "unreadable", "validate_file"]
 
 #: Required metadata keys (N12).
 REQUIRED_KEYS = (SCHEMA_METADATA_KEY,)
 _CHUNK = 1 << 18
+#: Finding codes that mean the file could not be read far enough to check its sessions (empty,
+#: not WRTF, header or metadata cut, no usable definition): ``wrtfd validate`` exits 2.
+UNREADABLE_CODES = frozenset(
+    {"empty", "header", "version", "metadata", "no-definition", "schema", "unreadable"}
+)
+#: At most this many stretches of frames failing the check are listed per session.
+MAX_CHECK_FINDINGS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +72,7 @@ class _Checker:
     def __init__(self, buf: Buffer, schema: Schema | None) -> None:
         self.buf = buf
         self.schema = schema
+        self.check: FrameCheck | None = None
         self.findings: list[Finding] = []
 
     def add(self, offset: int | None, code: str, message: str) -> None:
@@ -127,6 +140,9 @@ class _Checker:
             except SchemaError as exc:
                 self.add(None if entry is None else entry.value_offset, "schema", str(exc))
                 return
+        self.check, note = check_from_metadata(decode_metadata(entries, strict=False), self.schema)
+        if note is not None:
+            self.add(FILE_HEADER_SIZE, "check-unverified", note)
         self.check_sessions(data_start, hdr.rate_hz)
 
     # -- sessions and document footer (spec 9: session, document footer) ---------------------------
@@ -147,7 +163,7 @@ class _Checker:
         end = doc[0] if doc is not None else size
         scan = scan_sessions(buf, data_start, schema, end)
         for off, length, reason in scan.skipped:
-            if reason == "torn record at end of data":
+            if reason == TORN_REASON:
                 continue  # reported with its session
             if reason == "bytes that are not a session" and self._explain_stop(off, scan.sessions):
                 continue
@@ -242,6 +258,27 @@ class _Checker:
                     f"session {i} footer",
                 )
         self.check_frames(i, s)
+        self.verify_frames(i, s)
+
+    def verify_frames(self, i: int, s: ScannedSession) -> None:
+        """Every commit group of the session (frame check): each failing stretch, with offsets."""
+        if self.check is None or s.frame_count == 0:
+            return
+        fsize = self.check.frame_size
+        failures = self.check.failures(self.buf, s.frames_offset, s.frame_count)
+        for f in failures[:MAX_CHECK_FINDINGS]:
+            which = f"frame {f.frame}" if f.frames == 1 else f"frames {f.frame}..{f.frame + f.frames - 1}"
+            where = "" if f.frames == 1 else f" (offsets {f.offset} + k * {fsize})"
+            verb = "fails" if f.frames == 1 else "fail"
+            self.add(f.offset, "check", f"session {i} {which}{where} {verb} the frame check: {f.reason}")
+        rest = failures[MAX_CHECK_FINDINGS:]
+        if rest:
+            self.add(
+                rest[0].offset,
+                "check",
+                f"session {i}: {sum(f.frames for f in rest)} more frames in {len(rest)} stretches "
+                "fail the frame check",
+            )
 
     def check_blob(self, buf: Buffer, offset: int, dtype: np.dtype[Any], what: str) -> None:
         arr = np.frombuffer(buf, dtype=dtype, count=1, offset=offset)
@@ -289,6 +326,11 @@ class _Checker:
                 )
                 found = True
         return found
+
+
+def unreadable(findings: list[Finding]) -> Finding | None:
+    """The finding that made the file unreadable (see :data:`UNREADABLE_CODES`), if any."""
+    return next((f for f in findings if f.code in UNREADABLE_CODES), None)
 
 
 def validate_file(path: str | Path, schema: Schema | None = None) -> list[Finding]:

@@ -8,10 +8,18 @@ Durability is the point of the design (power can be cut at any moment):
 * records are buffered in memory and written by :meth:`Writer.flush` (automatically once the buffer
   holds ``buffer_bytes``), which always leaves the file ending on a record boundary;
   :meth:`Writer.fsync` also forces them to the disk, so a caller bounds what a crash loses by how
-  often it calls them. A large batch of frames goes to ``write()`` directly, up to the last page
-  boundary it reaches (page-aligned writes cost the kernel less); the rest, less than a page, is
-  buffered, so until the next write the file can end inside a frame (a torn last frame, which the
-  reader skips and ``repair`` drops);
+  often it calls them. A large batch of frames goes to ``write()`` directly (no copy), up to a
+  page boundary (page-aligned writes cost the kernel less), the rest buffered: without the
+  check exactly at the last page boundary, so until the next write the file can end inside a
+  frame (a torn last frame, which the reader skips and ``repair`` drops); with it only at a page
+  boundary between two frames;
+* with ``check=True`` every frame carries the frame check (:mod:`wrtfd.format.check`): each
+  ``write_frames`` batch is one or more commit groups, each ``write_frame`` a group of one, and
+  no group is split between two ``write()`` calls, so the file always ends on a whole group
+  once flushed;
+* ``sync_on_create=True`` makes the file header, the metadata and the directory entry durable
+  before the file appears under its name (written to a hidden temporary name, fsynced, renamed,
+  directory fsynced): a power cut leaves no file or a readable one;
 * a failed write (``ENOSPC``, ``EIO``) truncates the file back to the end of the last record that
   was completely written before, rolls the writer's state back to that point and re-raises the
   ``OSError``: nothing already on disk becomes unreadable.
@@ -19,7 +27,10 @@ Durability is the point of the design (power can be cut at any moment):
 
 from __future__ import annotations
 
+import errno
+import math
 import os
+import secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +41,18 @@ from typing import Any
 import numpy as np
 
 from wrtfd.errors import FormatError
+from wrtfd.format.check import (
+    CHECK_ALGORITHM,
+    CHECK_FIELD,
+    CHECK_FIELD_KEY,
+    CHECK_KEY,
+    CHECK_KEYS,
+    CHECK_SALT_KEY,
+    FrameCheck,
+    new_salt,
+    parse_salt,
+    with_check,
+)
 from wrtfd.format.schema import EnumDef, FieldDef, Schema, StructDef, covered_bytes
 from wrtfd.format.spec import (
     DOC_END_MAGIC,
@@ -58,13 +81,16 @@ __all__ = [
 ]
 
 _U64_MAX = 0xFFFFFFFFFFFFFFFF
-#: Batches at least this big go straight to write() instead of through the buffer (no copy, up
-#: to a page boundary; see the module docstring).
+_BYTE = np.dtype(np.uint8)
+_WORD = np.dtype("<u8")
+#: Batches at least this big go straight to write() instead of through the buffer (no copy).
 _DIRECT_WRITE_BYTES = 64 * 1024
 #: Up to this many padding runs per frame, write_frames checks them slice by slice.
 _PAD_RUNS_BY_SLICE = 4
-#: Direct writes end on a multiple of this (the page size): the kernel copies whole pages faster.
+#: Direct writes end on a multiple of this (the page size) where a frame boundary falls there.
 _ALIGN_BYTES = 4096
+#: ... unless the rest of the batch left in the buffer would be larger than this.
+_MAX_CUT_REST_BYTES = 64 * 1024
 
 
 def _false_runs(mask: np.ndarray) -> list[tuple[int, int]]:
@@ -82,6 +108,24 @@ def _false_runs(mask: np.ndarray) -> list[tuple[int, int]]:
     return runs
 
 
+def _page_cut(start: int, count: int, frame_size: int) -> int:
+    """How many of ``count`` frames at file offset ``start`` to write now: up to the last page
+    boundary that falls between two frames (all of them when none does, or when the rest would
+    be large). Frame boundaries ``start + c * frame_size`` meet page boundaries every
+    ``lcm(frame_size, page) / frame_size`` frames, if ever (N7: both are multiples of 8)."""
+    g = math.gcd(frame_size, _ALIGN_BYTES)
+    if start % g:
+        return count
+    period = _ALIGN_BYTES // g  # frames between two page-aligned frame boundaries
+    if period * frame_size > _MAX_CUT_REST_BYTES:
+        return count
+    first = (-(start // g) * pow(frame_size // g, -1, period)) % period  # c * fs = -start (mod page)
+    if first > count:
+        return count
+    cut = first + (count - first) // period * period
+    return cut if cut > 0 else count
+
+
 @dataclass(frozen=True, slots=True)
 class SessionEntry:
     """One document footer entry (offsets from the start of the file)."""
@@ -93,6 +137,28 @@ class SessionEntry:
 
 def _pad(n: int) -> bytes:
     return b"\0" * (pad8(n) - n)
+
+
+def _pick_salt(check_salt: int | None, given: Mapping[str, str]) -> int:
+    """The salt of a new file: ``check_salt``, or the ``wrtfd.check.salt`` given as metadata (to
+    reproduce a file), or 64 new random bits; the other given check keys must match the writer's."""
+    for key, want in ((CHECK_KEY, CHECK_ALGORITHM), (CHECK_FIELD_KEY, CHECK_FIELD)):
+        if key in given and given[key] != want:
+            raise FormatError(f"metadata {key!r}: this writer writes {want!r}, got {given[key]!r}")
+    meta_salt = None
+    if CHECK_SALT_KEY in given:
+        meta_salt = parse_salt(given[CHECK_SALT_KEY])
+        if meta_salt is None:
+            raise FormatError(
+                f"metadata {CHECK_SALT_KEY!r}: 16 lowercase hex digits, got {given[CHECK_SALT_KEY]!r}"
+            )
+    if check_salt is None:
+        return new_salt() if meta_salt is None else meta_salt
+    if not isinstance(check_salt, int) or not 0 <= check_salt <= _U64_MAX:
+        raise FormatError(f"check_salt must be an unsigned 64-bit integer, got {check_salt!r}")
+    if meta_salt is not None and meta_salt != check_salt:
+        raise FormatError(f"metadata {CHECK_SALT_KEY!r} and check_salt disagree")
+    return check_salt
 
 
 def encode_file_header(rate_hz: int, start_timestamp_us: int, metadata: Sequence[tuple[str, str]]) -> bytes:
@@ -210,6 +276,14 @@ class Writer:
     ``exist_ok=False`` refuses to overwrite an existing file. ``buffer_bytes`` bounds how much is
     kept in memory before it is written out; ``fsync_on_close`` makes :meth:`close` durable.
     Ticks must strictly increase within a session (:class:`FormatError` otherwise).
+
+    ``check=True`` adds the frame check (:mod:`wrtfd.format.check`): :attr:`schema` is then the
+    given one with ``wrtfd_check`` appended, and frames are given either in its ``frame_dtype``
+    (``write_frames`` fills their ``wrtfd_check`` column in place, unless the array is read-only)
+    or in the given schema's (copied into the file layout). ``check_salt`` (or a
+    ``wrtfd.check.salt`` metadata value) reproduces a file's salt; by default each file draws
+    64 random bits. ``sync_on_create`` makes the new file durable under its name at once (see
+    the module docstring); the recorder uses it.
     """
 
     def __init__(
@@ -224,6 +298,9 @@ class Writer:
         embed_schema: bool = True,
         buffer_bytes: int = 1 << 20,
         fsync_on_close: bool = True,
+        check: bool = False,
+        check_salt: int | None = None,
+        sync_on_create: bool = False,
     ) -> None:
         if not isinstance(rate_hz, int) or isinstance(rate_hz, bool) or not 0 < rate_hz <= _U64_MAX:
             raise FormatError(f"rate_hz must be a positive integer, got {rate_hz!r}")
@@ -231,27 +308,49 @@ class Writer:
             start_timestamp_us = time.time_ns() // 1000
         if not isinstance(start_timestamp_us, int) or not 0 < start_timestamp_us <= _U64_MAX:
             raise FormatError(f"start_timestamp_us must be > 0 (spec 9), got {start_timestamp_us}")
+        user_meta = dict(metadata or {})
+        given = {k: user_meta.pop(k) for k in CHECK_KEYS if k in user_meta}
+        self.check: FrameCheck | None = None
+        file_schema = schema
+        if check:
+            file_schema = with_check(schema)
+            self.check = FrameCheck.for_schema(file_schema, _pick_salt(check_salt, given))
+        elif given or check_salt is not None:
+            raise FormatError(f"{sorted(given or [CHECK_SALT_KEY])[0]}: the frame check needs check=True")
         entries: list[tuple[str, str]] = []
         if embed_schema:
-            entries.append((SCHEMA_METADATA_KEY, schema.yaml_text))
-        for k, v in (metadata or {}).items():
+            entries.append((SCHEMA_METADATA_KEY, file_schema.yaml_text))
+        if self.check is not None:
+            entries.extend(self.check.metadata())
+        for k, v in user_meta.items():
             if k == SCHEMA_METADATA_KEY and embed_schema:
                 raise FormatError(f"metadata key {k!r} is written by the writer from the schema (N5)")
             entries.append((k, v))
         head = encode_file_header(rate_hz, start_timestamp_us, entries)
 
         self.path = Path(path)
-        self.schema = schema
+        self.schema = file_schema
         self.rate_hz = rate_hz
         self.start_timestamp_us = start_timestamp_us
         self._buffer_limit = max(0, buffer_bytes)
         self._fsync_on_close = fsync_on_close
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if exist_ok else os.O_EXCL)
-        self._fd: int | None = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        self._dtype = file_schema.frame_dtype
+        # The layout frames may also come in (check on): the given schema's, without the check.
+        self._data_dtype = schema.frame_dtype
+        self._data_size = schema.frame_size
+        opened = self.path
+        if sync_on_create:
+            if not exist_ok and os.path.lexists(self.path):
+                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(self.path))
+            opened = self.path.with_name(f".{self.path.name}.{secrets.token_hex(4)}.new")
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        else:
+            flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if exist_ok else os.O_EXCL)
+        self._fd: int | None = os.open(opened, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
         self._buf = bytearray()
         self._flushed = 0  # file size after the last successful write
         # The end of the last complete record on disk (what a failed write truncates back to):
-        # _flushed, except while a direct write has left the end of a frame in the buffer.
+        # _flushed, except while a direct write has left the rest of a batch in the buffer.
         self._boundary = 0
         self._entries: list[SessionEntry] = []
         self._session_offset: int | None = None
@@ -260,9 +359,9 @@ class Writer:
         self.last_tick: int | None = None
         self._closed = False
         self._saved = self._state()
-        self._header_scratch = np.zeros((), dtype=schema.header_dtype)
-        self._frame_scratch = np.zeros((), dtype=schema.frame_dtype)
-        covered = covered_bytes(schema.frame_dtype)
+        self._header_scratch = np.zeros((), dtype=file_schema.header_dtype)
+        self._frame_scratch = np.zeros((), dtype=self._dtype)
+        covered = covered_bytes(self._dtype)
         self._pad_cols = np.flatnonzero(~covered)
         self._pad_ranges = _false_runs(covered)
         self._dir_synced = False
@@ -270,11 +369,18 @@ class Writer:
         self._buf += head
         try:
             self.flush()
+            if sync_on_create:
+                os.fsync(self._fd)
+                if not exist_ok and os.path.lexists(self.path):
+                    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(self.path))
+                os.replace(opened, self.path)
+                opened = self.path
+                self._sync_directory()
         except OSError:
             fd, self._fd = self._fd, None
             self._closed = True
             os.close(fd)
-            self.path.unlink(missing_ok=True)
+            opened.unlink(missing_ok=True)
             raise
 
     # -- state kept consistent with what is on disk ---------------------------------------------
@@ -325,12 +431,15 @@ class Writer:
     ) -> None:
         """Write ``parts`` at ``_flushed``; on failure truncate back, roll back, re-raise.
 
-        ``boundary``: (file offset, writer state) of the last complete record when ``parts`` end
-        inside one (the rest stays buffered); by default they end on a record boundary.
+        ``boundary``: (file offset, writer state) that a later failure rolls back to when the
+        writer has counted records that stay buffered (the rest of a batch); by default, what
+        ``parts`` end on.
         """
-        total = sum(len(p) for p in parts)
+        total = sum(map(len, parts))
         done = 0
         try:
+            # Almost always one call; the loop resumes after a short write.
+            done = os.writev(fd, parts) if len(parts) > 1 else os.write(fd, parts[0])
             while done < total:
                 skip = done
                 todo: list[memoryview] = []
@@ -432,7 +541,10 @@ class Writer:
             raise FormatError(f"{self.path}: no open session (call begin_session first)")
 
     def write_frame(self, tick: int, values: Mapping[str, Any] | np.void | np.ndarray | None = None) -> None:
-        """Append one frame; ``values`` as for :func:`fill_record` or a record of ``frame_dtype``."""
+        """Append one frame; ``values`` as for :func:`fill_record` or a record of ``frame_dtype``.
+
+        With the check on, the frame is a commit group of its own.
+        """
         self._require_session()
         tick = int(tick)
         if not 0 <= tick <= _U64_MAX:
@@ -440,23 +552,27 @@ class Writer:
         if self.last_tick is not None and tick <= self.last_tick:
             raise FormatError(f"tick {tick} after {self.last_tick}: ticks must strictly increase (N10)")
         if isinstance(values, np.void) or (isinstance(values, np.ndarray) and values.shape == ()):
-            if values.dtype != self.schema.frame_dtype:
+            if values.dtype == self._dtype:
+                rec = bytearray(values.tobytes())
+            elif self.check is not None and values.dtype == self._data_dtype:
+                rec = bytearray(values.tobytes()) + bytes(self.schema.frame_size - self._data_size)
+            else:
                 raise FormatError(f"frame: dtype {values.dtype} is not the schema's frame dtype")
             # Bytes, then padding cleared: a field-by-field copy is slow for wide frames.
-            rec = bytearray(values.tobytes())
             for start, stop in self._pad_ranges:
                 rec[start:stop] = bytes(stop - start)
             rec[0:8] = U64.pack(tick)
-            self._count(tick, tick, 1)
-            self._append(rec)
-            return
-        scratch = self._frame_scratch
-        scratch[...] = 0
-        if values is not None:
-            fill_record(self.schema, self.schema.frame_fields, scratch, values, "frame")
-        scratch["tick"] = tick
+        else:
+            scratch = self._frame_scratch
+            scratch[...] = 0
+            if values is not None:
+                fill_record(self.schema, self.schema.frame_fields, scratch, values, "frame")
+            scratch["tick"] = tick
+            rec = bytearray(scratch.tobytes())
+        if self.check is not None:
+            self.check.seal_record(rec, self.bytes_written)
         self._count(tick, tick, 1)
-        self._append(scratch.tobytes())
+        self._append(rec)
 
     def _count(self, first: int, last: int, n: int) -> None:
         if self.first_tick is None:
@@ -473,62 +589,106 @@ class Writer:
             return any(rows[:, a:b].any() for a, b in runs)
         return bool(rows[:, self._pad_cols].any())  # many runs: one gather beats a Python loop
 
+    def _rows(self, frames: np.ndarray) -> np.ndarray:
+        """The batch as a C-contiguous ``(count, frame_size)`` uint8 array in the file's layout,
+        padding zero; the caller's memory when it can be (see :meth:`write_frames`)."""
+        n = len(frames)
+        owned = False
+        if frames.dtype == self._dtype:
+            rows: np.ndarray = np.ascontiguousarray(frames).view(_BYTE).reshape(n, -1)
+            if self.check is not None and not rows.flags.writeable:
+                rows, owned = rows.copy(), True
+        else:  # the given schema's layout: the check field appended (zero). Frame sizes are
+            # multiples of 8 (N7): copied as 8-byte words, far fewer steps than bytes.
+            k = self._data_size // 8
+            words = np.empty((n, self.schema.frame_size // 8), dtype=_WORD)
+            words[:, :k] = np.ascontiguousarray(frames).view(_WORD).reshape(n, -1)
+            words[:, k:] = 0
+            rows, owned = words.view(_BYTE), True
+        if self._has_garbage_padding(rows):
+            # Padding must be zero (spec 8.7); arrays from np.empty or np.array(rows) have garbage.
+            if not owned:
+                rows = rows.copy()
+            rows[:, self._pad_cols] = 0
+        return rows
+
     def write_frames(self, frames: np.ndarray) -> None:
-        """Append a batch of frames (``schema.frame_dtype``, ticks in ``"tick"``): the fast path."""
+        """Append a batch of frames (``schema.frame_dtype``, ticks in ``"tick"``): the fast path.
+
+        With the check on the batch becomes one or more commit groups, and the ``wrtfd_check``
+        column of ``frames`` is filled in place (the writer owns that field; an array it cannot
+        write from as it is, read-only or with non-zero padding, is copied first). Frames in the
+        layout of the schema given to the writer (without the check) are accepted too, and
+        copied.
+        """
         self._require_session()
-        if not isinstance(frames, np.ndarray) or frames.dtype != self.schema.frame_dtype:
+        dt = getattr(frames, "dtype", None)
+        if (
+            not isinstance(frames, np.ndarray)
+            or dt is None
+            or not (dt == self._dtype or (self.check is not None and dt == self._data_dtype))
+        ):
             got = getattr(frames, "dtype", type(frames).__name__)
             raise FormatError(f"write_frames: expected an array of the schema's frame dtype, got {got}")
         if frames.ndim != 1:
             raise FormatError(f"write_frames: expected a 1-d array, got shape {frames.shape}")
-        if len(frames) == 0:
+        n = len(frames)
+        if n == 0:
             return
         ticks = frames["tick"]
         # The ndarray methods, not np.all(): this runs once per batch on the hot path.
-        if len(ticks) > 1 and not np.greater(ticks[1:], ticks[:-1]).all():
+        if n > 1 and not np.greater(ticks[1:], ticks[:-1]).all():
             bad = int(np.flatnonzero(ticks[1:] <= ticks[:-1])[0]) + 1
             raise FormatError(
                 f"write_frames: tick {int(ticks[bad])} at index {bad} after {int(ticks[bad - 1])}: "
                 "ticks must strictly increase (N10)"
             )
-        if self.last_tick is not None and int(ticks[0]) <= self.last_tick:
-            raise FormatError(
-                f"tick {int(ticks[0])} after {self.last_tick}: ticks must strictly increase (N10)"
-            )
-        rows: np.ndarray = np.ascontiguousarray(frames).view(np.uint8).reshape(len(frames), -1)
-        if self._has_garbage_padding(rows):
-            # Padding must be zero (spec 8.7); arrays from np.empty or np.array(rows) have garbage.
-            rows = rows.copy()
-            rows[:, self._pad_cols] = 0
-        data = memoryview(rows.data).cast("B")
-        if data.nbytes < min(self._buffer_limit, _DIRECT_WRITE_BYTES) and (
-            len(self._buf) + data.nbytes < self._buffer_limit
+        first, last = int(ticks[0]), int(ticks[-1])
+        if self.last_tick is not None and first <= self.last_tick:
+            raise FormatError(f"tick {first} after {self.last_tick}: ticks must strictly increase (N10)")
+        rows = self._rows(frames)
+        check = self.check
+        fsize = self.schema.frame_size
+        nbytes = n * fsize
+        start = self._flushed + len(self._buf)  # file offset of the batch
+        if (
+            nbytes < min(self._buffer_limit, _DIRECT_WRITE_BYTES)
+            and len(self._buf) + nbytes < self._buffer_limit
         ):
-            self._count(int(ticks[0]), int(ticks[-1]), len(frames))
-            self._buf += data
+            if check is not None:
+                check.seal(rows, start)
+            self._count(first, last, n)
+            self._buf += rows.data.cast("B")
             return
         # Large batch: write the buffer and the batch out together, without copying the batch,
-        # up to a page boundary when buffering is on; the rest (less than a page) stays buffered.
+        # up to a page boundary (writes that end on page boundaries cost the kernel less); the
+        # rest stays buffered. Without the check, exactly at the last page boundary, so until
+        # the next write the file can end inside a frame (a torn frame the reader skips); with
+        # it, at the last page boundary between two frames, so the file always ends on a whole
+        # commit group.
+        head = nbytes
+        if self._buffer_limit >= _ALIGN_BYTES:
+            if check is None:
+                head -= (start + nbytes) % _ALIGN_BYTES
+            else:
+                head = _page_cut(start, n, fsize) * fsize
+                check.seal(rows, start, head // fsize)
+        elif check is not None:
+            check.seal(rows, start)
         fd = self._check_open()
-        n_entries, session_offset, n_frames, first, last = self._state()
-        self._count(int(ticks[0]), int(ticks[-1]), len(frames))
+        n_entries, session_offset, n_frames, s_first, s_last = self._state()
+        self._count(first, last, n)
         pending = self._buf
         self._buf = bytearray()
-        start = self._flushed + len(pending)  # file offset of the batch
-        head = len(data)
-        if self._buffer_limit >= _ALIGN_BYTES:
-            head -= (start + len(data)) % _ALIGN_BYTES
-        if head == len(data) or head <= 0:
+        data = rows.data.cast("B")
+        if head == nbytes or head <= 0:
             self._write_all(fd, [memoryview(pending), data] if pending else [data])
             return
-        whole = head // self.schema.frame_size  # frames of this batch complete on disk
+        whole = head // fsize  # frames of this batch complete on disk
         if whole:
-            first = int(ticks[0]) if first is None else first
-            last = int(ticks[whole - 1])
-        boundary = (
-            start + whole * self.schema.frame_size,
-            (n_entries, session_offset, n_frames + whole, first, last),
-        )
+            s_first = first if s_first is None else s_first
+            s_last = int(ticks[whole - 1])
+        boundary = (start + whole * fsize, (n_entries, session_offset, n_frames + whole, s_first, s_last))
         self._write_all(fd, [memoryview(pending), data[:head]] if pending else [data[:head]], boundary)
         self._buf = bytearray(data[head:])
 

@@ -8,8 +8,15 @@ order (``begin`` a session, ``frames``, ``end`` it, ``close``) and decides on it
   the middle of a session ends it in the old file (``end_reason = rotate``) and continues it
   in the new file as a new session (``start_reason = rotate``) whose ticks restart at 0 and
   whose ``start_timestamp`` is the time of its first frame, so frame times stay exact (N9);
-* **durability**: :meth:`FileSink.sync_if_due` flushes and fsyncs once ``fsync_interval_s`` has
-  passed on the caller's clock;
+* **durability**: every file carries the frame check (:mod:`wrtfd.format.check`), with a salt
+  of its own (random, or derived from ``salt_seed`` for a deterministic replay);
+  :meth:`FileSink.sync_if_due` flushes and fsyncs once ``fsync_interval_s`` (less
+  ``sync_early_s``, the caller's scheduling slack) has passed on the caller's clock;
+  ``sync_starts`` makes each new file durable (header, metadata, directory entry) before it
+  appears, and each new session's header (with the footer before it) before its first frame,
+  so a power cut can never pair this file's frames with stale session records;
+  ``close_on_idle`` closes the file when a session ends on idle, so that a machine switched off
+  while nobody drives leaves only complete files (the next session opens a new one);
 * **I/O errors** (ENOSPC, EIO...): the writer truncates a failed write back to its last complete
   record; the sink then closes the file as cleanly as the disk allows (a file with no frame is
   removed), records the error with the path, drops (and counts) frames while the disk is
@@ -28,6 +35,7 @@ existing file is never overwritten (``-1``, ``-2``... is appended).
 from __future__ import annotations
 
 import errno
+import hashlib
 import re
 import time
 import unicodedata
@@ -42,6 +50,7 @@ import numpy as np
 
 from wrtfd.errors import ConfigError, FormatError
 from wrtfd.format import Schema, Writer
+from wrtfd.format.check import with_check
 from wrtfd.recorder.observe import FileClosed, FileOpened, RecordingEvent
 
 __all__ = [
@@ -156,6 +165,10 @@ class FileSink:
         retry_max_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         buffer_bytes: int = 1 << 20,
+        sync_starts: bool = False,
+        close_on_idle: bool = False,
+        sync_early_s: float = 0.0,
+        salt_seed: bytes | None = None,
     ) -> None:
         check_template(template)
         if rotate_bytes is not None and rotate_bytes < 4096:
@@ -170,12 +183,17 @@ class FileSink:
         self.rotate_us = None if rotate_s is None else round(rotate_s * 1e6)
         self.rotate_sessions = rotate_sessions
         self.fsync_interval_s = fsync_interval_s
+        # Sync this much before the interval runs out: the caller only looks between steps.
+        self._sync_after_s = max(0.0, fsync_interval_s - max(0.0, sync_early_s))
+        self.sync_starts = sync_starts
+        self.close_on_idle = close_on_idle
+        self._salt_seed = None if salt_seed is None else salt_seed + schema.yaml_text.encode()
         self.flush_each_batch = flush_each_batch
         self.retry_us = round(retry_s * 1e6)
         self.retry_max_us = round(retry_max_s * 1e6)
         self._clock = clock
         self._buffer_bytes = buffer_bytes
-        self._frame_size = schema.frame_size
+        self._frame_size = with_check(schema).frame_size  # as stored: with the frame check
         self._footer_bytes = 24 + schema.footer_size + 40  # session footer + document footer tails
         self.writer: Writer | None = None
         self.paths: list[Path] = []
@@ -264,12 +282,18 @@ class FileSink:
                 self._rotate(int(todo["tick"][0]))
 
     def end(self, footer: Mapping[str, Any]) -> None:
-        """The session ended; ``footer`` gives ``end_reason``, per-source counters, summaries."""
+        """The session ended; ``footer`` gives ``end_reason``, per-source counters, summaries.
+
+        With ``close_on_idle``, a session that ended on idle also closes its file (footers
+        written, fsynced): nobody is driving, and the machine may be switched off.
+        """
         if self._header is None:
             return
         if self._in_file_session:
             self._end_file_session(footer)
         self._header = None
+        if self.close_on_idle and footer.get("end_reason") == "idle":
+            self._close_file()
 
     def close(self) -> None:
         """End any open session and close the file (footers written, fsynced)."""
@@ -283,16 +307,23 @@ class FileSink:
             self.writer is not None
             and not self._failing
             and self._dirty_since is not None
-            and self._clock() - self._last_sync >= self.fsync_interval_s
+            and self._clock() - self._last_sync >= self._sync_after_s
         )
 
+    def sync_due_in(self) -> float | None:
+        """Seconds until :meth:`sync_due` turns true (0 when it is), None while nothing waits."""
+        if self.writer is None or self._failing or self._dirty_since is None:
+            return None
+        return max(0.0, self._last_sync + self._sync_after_s - self._clock())
+
     def sync_if_due(self, *, force: bool = False) -> bool:
-        """Flush and fsync when ``fsync_interval_s`` passed since the last one (or ``force``)."""
+        """Flush and fsync when ``fsync_interval_s`` (less ``sync_early_s``) passed since the last
+        one (or ``force``)."""
         w = self.writer
         if w is None or self._failing:
             return False
         now = self._clock()
-        if not force and now - self._last_sync < self.fsync_interval_s:
+        if not force and now - self._last_sync < self._sync_after_s:
             return False
         try:
             w.fsync()
@@ -361,7 +392,11 @@ class FileSink:
         header["start_reason"] = reason
         try:
             w.begin_session(header)
-            if self.flush_each_batch:
+            if self.sync_starts:
+                w.fsync()
+                self._last_sync = self._clock()
+                self._dirty_since = None
+            elif self.flush_each_batch:
                 w.flush()
         except OSError as exc:
             self._fail(exc, start_us)
@@ -407,6 +442,9 @@ class FileSink:
                 start_timestamp_us=max(1, start_us),
                 metadata=meta,
                 buffer_bytes=self._buffer_bytes,
+                check=True,
+                check_salt=self._salt(),
+                sync_on_create=self.sync_starts,
             )
             if self.flush_each_batch:
                 self.writer.flush()
@@ -423,6 +461,13 @@ class FileSink:
         self._file_frames = 0
         self._last_sync = self._clock()
         return True
+
+    def _salt(self) -> int | None:
+        """The next file's check salt: None (random) unless derived from ``salt_seed``."""
+        if self._salt_seed is None:
+            return None
+        digest = hashlib.blake2b(self._salt_seed + self.files.to_bytes(8, "little"), digest_size=8).digest()
+        return int.from_bytes(digest, "little")
 
     def _write(self, frames: np.ndarray) -> bool:
         w = self.writer

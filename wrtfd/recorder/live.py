@@ -28,26 +28,14 @@ changes a frame. With ``source_clock=True`` (``recorder.clock = "source"``) samp
 engine's "now" are on the driving source's own clock instead (:mod:`wrtfd.scheduler.follow`):
 a feed faster or slower than real time is recorded at its own pace.
 
-Durability bound
-----------------
-A sample received at time t reaches the intake at once, or at the source's next batched read
-(``read_interval_s``, 0.2 s for UDP; the step follows in the same wake-up); its tick can close
-at ``t + 1/rate_hz + jitter_s`` (the tick stays open for late samples) and is closed by the next
-step, at most ``max(tick_s, close_s, read_interval_s)`` later (0.2 s by default, the UDP read
-interval: reading a steady feed twice as often costs a third more CPU); the frame is
-queued for the writer thread at that step or the first one ``batch_s`` after the last batch, and
-written (``write()``, so it survives a crash of the process) right away, then fsynced at the
-latest ``fsync_interval_s`` later. So:
-
-* ``kill -9`` or a crash of wrtfd loses at most ``jitter_s + 1/rate + max(tick_s, close_s,
-  read_interval_s) + batch_s`` (defaults: 0.1 + 0.017 + 0.2 + 0.1 = about 0.42 s) of the newest
-  data, plus ``settle_s`` (0.5 s) in the first moments of a session, whose tick grid is fixed
-  only after that long;
-* a power cut loses at most that plus ``fsync_interval_s`` (default 1 s): about 1.4 s
-  (1.9 s at the very start of a session).
-
-Nothing older is ever at risk: the format writer only appends whole records, a failed write is
-truncated back, and ``wrtfd repair`` finalizes a file that lost its footers (N11).
+Durability
+----------
+The bound (what a crash or a power cut can lose) is derived and its defaults kept in
+:mod:`wrtfd.recorder.durability`, and stated in ``docs/durability.md``. Here: files are created
+durable, a session that ends on idle closes its file (fsynced), and the engine wakes when an
+fsync falls due (``SYNC_EARLY_S`` before ``fsync_interval_s`` runs out, for the hop to the
+writer thread), so two fsyncs are never more than ``fsync_interval_s`` apart (found due only at
+the next step, every 0.2 s with a UDP feed, they came up to 0.2 s late).
 
 Every shutdown path ends the session and closes the file: :meth:`LiveRecorder.stop`, cancellation
 of :meth:`LiveRecorder.run` (SIGTERM in the daemon cancels its task group: the final writes run in
@@ -69,6 +57,7 @@ import anyio
 import numpy as np
 
 from wrtfd.decoders.base import Sample, SinkFull
+from wrtfd.recorder import durability
 from wrtfd.recorder.files import join_records
 from wrtfd.recorder.observe import LiveFrames, MarkerAdded, ObserverHub, SessionEnded, SessionStarted
 from wrtfd.recorder.recorder import (
@@ -97,8 +86,8 @@ class LiveRecorder:
         *,
         metadata: Mapping[str, str] | None = None,
         intake_capacity: int = 4096,
-        tick_s: float = 0.1,
-        close_s: float = 0.1,
+        tick_s: float = durability.TICK_S,
+        close_s: float = durability.CLOSE_S,
         idle_check_s: float = 1.0,
         max_backlog_s: float = 30.0,
         stall_after_s: float = 5.0,
@@ -110,8 +99,17 @@ class LiveRecorder:
         source_clock: bool = False,
         trigger: TriggerPolicy | None = None,
     ) -> None:
+        self._tick_s = max(1e-4, tick_s)
+        self._close_s = max(self._tick_s, close_s)
         self.recorder = Recorder(
-            sources, policy, derived, metadata=metadata, clock=lambda: clock_ns() / 1e9, trigger=trigger
+            sources,
+            policy,
+            derived,
+            metadata=metadata,
+            clock=lambda: clock_ns() / 1e9,
+            trigger=trigger,
+            live=True,
+            sync_early_s=min(durability.SYNC_EARLY_S, policy.fsync_interval_s / 2),
         )
         # recorder.clock = "source": samples and "now" on the driving source's own clock.
         self._timeline = (
@@ -124,8 +122,6 @@ class LiveRecorder:
         self.policy = policy
         self._intake: deque[Sample] = deque()
         self._capacity = max(1, intake_capacity)
-        self._tick_s = max(1e-4, tick_s)
-        self._close_s = max(self._tick_s, close_s)
         self._last_step = -1e18  # loop time of the last engine step
         self._idle_check_s = max(self._tick_s, idle_check_s)
         self._stall_after_s = stall_after_s
@@ -428,10 +424,19 @@ class LiveRecorder:
             elif self._intake:
                 if clock() - self._last_step < self._tick_s / 2:
                     await self._sleep_to_grid(loop, clock())  # stepped just now: batch these
-            elif not await self._wait_for_sample(
-                loop, self._next_grid(self._last_step + self._close_s) - clock()
-            ):
-                continue  # a sample: step on the next turn (rate-limited above)
+            else:
+                now = clock()
+                step_in = self._next_grid(self._last_step + self._close_s) - now
+                sync_in = self._sync_due_in()
+                if sync_in is not None and sync_in < step_in:
+                    # An fsync falls due first: queue it, but do not step. Steps come right
+                    # after a source's batched read, so that no tick closes while its samples
+                    # still wait in a socket (a step at any other time could make them late).
+                    if await self._wait_for_sample(loop, sync_in):
+                        self._want_write()
+                    continue
+                if not await self._wait_for_sample(loop, step_in):
+                    continue  # a sample: step on the next turn (rate-limited above)
             if stopping.is_set():
                 break
             if self._write_error is not None:
@@ -440,6 +445,16 @@ class LiveRecorder:
             self._step()
             self._want_write()
         self._finish_engine("stop")
+
+    def _sync_due_in(self) -> float | None:
+        """Seconds until an fsync falls due, on the sink's schedule (steps alone could find it
+        0.2 s late); None: nothing waits. Once due while a batch is being written (that batch
+        syncs, or the step after it queues the sync), None: the loop must not wake again and
+        again before the writer thread is done."""
+        due_in = self.recorder.sink.sync_due_in()
+        if due_in is not None and due_in <= 0 and self._writing_since is not None:
+            return None
+        return due_in
 
     def _next_grid(self, t: float) -> float:
         """The first point of the ``tick_s`` grid (on the loop's clock) at or after ``t``."""
@@ -477,12 +492,22 @@ class LiveRecorder:
             self._wake = None
 
     async def _sleep_to_grid(self, loop: asyncio.AbstractEventLoop | None, now: float) -> None:
-        """Sleep to the next point of the ``tick_s`` grid (stop waits for it: one tick at most)."""
+        """Sleep to the next point of the ``tick_s`` grid (stop waits for it: one tick at most);
+        an fsync that falls due meanwhile is queued on time."""
         deadline = (math.floor(now / self._tick_s) + 1) * self._tick_s
+        sync_in = self._sync_due_in()
+        if sync_in is not None and now + sync_in < deadline:
+            await self._sleep(loop, now, now + sync_in)
+            self._want_write()
+            now = now + sync_in
+        await self._sleep(loop, now, deadline)
+
+    @staticmethod
+    async def _sleep(loop: asyncio.AbstractEventLoop | None, now: float, deadline: float) -> None:
         if loop is not None:
             await _sleep_until(loop, deadline)
         else:
-            await anyio.sleep(deadline - now)
+            await anyio.sleep(max(0.0, deadline - now))
 
     def _want_write(self) -> None:
         """Queue a batch for the writer thread when one is due (``batch_s`` since the last one)

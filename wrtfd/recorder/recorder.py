@@ -18,6 +18,7 @@ from ``start_timestamp_us`` and the first sample, so the same input gives the sa
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,9 +28,10 @@ from typing import Any
 import numpy as np
 
 from wrtfd.decoders.base import Sample
-from wrtfd.defaults import ARRIVAL_BUNCH_S, TICK_JITTER_S
+from wrtfd.defaults import ARRIVAL_BUNCH_S
 from wrtfd.errors import ConfigError, SchemaError
 from wrtfd.format import Schema
+from wrtfd.recorder import durability
 from wrtfd.recorder.compose import END_REASONS, FOOTER_SOURCE_COUNTERS, TEXT_BYTES, compose_definition
 from wrtfd.recorder.files import DEFAULT_TEMPLATE, FileSink, check_template, join_records
 from wrtfd.recorder.markers import MarkerStamper
@@ -84,19 +86,19 @@ class RecorderPolicy:
     """
 
     output_dir: Path
-    rate_hz: int = 60
+    rate_hz: int = durability.RATE_HZ
     file_template: str = DEFAULT_TEMPLATE
     session_idle_s: float | None = 5.0
     max_session_s: float | None = None
     rotate_bytes: int | None = None
     rotate_s: float | None = None
     rotate_sessions: int | None = None
-    fsync_interval_s: float = 1.0
-    jitter_s: float = TICK_JITTER_S
+    fsync_interval_s: float = durability.FSYNC_INTERVAL_S
+    jitter_s: float = durability.JITTER_S
     bunch_s: float = ARRIVAL_BUNCH_S
-    settle_s: float = 0.5
+    settle_s: float = durability.SETTLE_S
     merge: str = "last"
-    batch_s: float = 0.1
+    batch_s: float = durability.BATCH_S
     retry_s: float = 1.0
     retry_max_s: float = 30.0
     metadata: Mapping[str, str] = field(default_factory=dict)
@@ -134,6 +136,14 @@ def _text(value: object) -> str:
 class Recorder:
     """Scheduler + derived channels + file sink for one recording (see module docstring).
 
+    ``schema`` is the recording's definition (what ``recorder.schema`` pins); its files carry
+    the frame check on top (:mod:`wrtfd.format.check`). ``live=True`` (the live driver) makes a
+    new file and each new session's header durable at once, closes the file when a session
+    ends on idle (so that a rig switched off afterwards leaves only complete files) and syncs
+    ``sync_early_s`` before the fsync interval runs out. ``salt_seed`` derives the files' check
+    salts from it (replay: the same input gives the same bytes); by default each file draws
+    random ones.
+
     :raises ConfigError: bad policy, source or plug-in names, or a definition that does not compose.
     """
 
@@ -148,6 +158,9 @@ class Recorder:
         flush_each_batch: bool = True,
         clock: Callable[[], float] = time.monotonic,
         trigger: TriggerPolicy | None = None,
+        live: bool = False,
+        sync_early_s: float = 0.0,
+        salt_seed: bytes | None = None,
     ) -> None:
         policy.check()
         self.policy = policy
@@ -189,6 +202,10 @@ class Recorder:
             retry_s=policy.retry_s,
             retry_max_s=policy.retry_max_s,
             clock=clock,
+            sync_starts=live,
+            close_on_idle=live,
+            sync_early_s=sync_early_s,
+            salt_seed=salt_seed,
         )
         self._origin = origin
         self._rate = policy.rate_hz
@@ -413,8 +430,16 @@ class Replayer:
                 f"start_timestamp_us must be at least {half_tick_us} at {policy.rate_hz} Hz "
                 "(tick 0 starts half a tick before the first sample)"
             )
+        # Deterministic check salts: the same samples give the same bytes (see replay()).
+        seed = json.dumps([start_timestamp_us, sorted((metadata or {}).items())]).encode()
         self.recorder = Recorder(
-            sources, policy, derived, metadata=metadata, flush_each_batch=False, trigger=trigger
+            sources,
+            policy,
+            derived,
+            metadata=metadata,
+            flush_each_batch=False,
+            trigger=trigger,
+            salt_seed=seed,
         )
         self._start_us = start_timestamp_us
         self._batch_frames = batch_frames
@@ -477,9 +502,12 @@ def replay(
     """Record ``samples`` (in receive order) as the daemon would; returns the files written.
 
     Driven by the samples' ``rx_ns`` only: the same samples and ``start_timestamp_us`` give the
-    same bytes. ``start_timestamp_us`` is the wall-clock time of the first sample's ``rx_ns``.
-    ``marks`` are markers ``(rx_ns, note)`` asked for at those times (as ``POST /api/mark``
-    would be); ``trigger`` records as a ``record = "triggered"`` group does.
+    same bytes (the files' check salts are derived from the definition, the metadata and
+    ``start_timestamp_us``). ``start_timestamp_us`` is the wall-clock time of the first
+    sample's ``rx_ns``. Unlike the live daemon, a session that ends on idle does not close its
+    file (nobody switches a replay off at the wall; an import writes one file). ``marks`` are
+    markers ``(rx_ns, note)`` asked for at those times (as ``POST /api/mark`` would be);
+    ``trigger`` records as a ``record = "triggered"`` group does.
 
     :raises ConfigError: a bad policy or definition, or a start too close to 0 for the tick grid.
     """

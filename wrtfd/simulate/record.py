@@ -76,6 +76,7 @@ def tile_recording(src: Path, dst: Path, *, frames: int) -> Path:
 
     from wrtfd.errors import FormatError
     from wrtfd.format import Reader, Writer
+    from wrtfd.format.check import CHECK_KEYS
     from wrtfd.format.spec import SCHEMA_METADATA_KEY
 
     with Reader(src) as r:
@@ -83,9 +84,15 @@ def tile_recording(src: Path, dst: Path, *, frames: int) -> Path:
             raise FormatError(f"{src}: no frames to repeat")
         best = max(r.sessions, key=lambda s: s.frame_count)
         lap = np.array(r.frames(best.index))
-        meta = {k: v for k, v in r.metadata.items() if k != SCHEMA_METADATA_KEY}
+        # The frame check (a new salt: another file) when the source has one.
+        meta = {k: v for k, v in r.metadata.items() if k != SCHEMA_METADATA_KEY and k not in CHECK_KEYS}
         with Writer(
-            dst, r.schema, rate_hz=r.rate_hz, start_timestamp_us=r.start_timestamp_us, metadata=meta
+            dst,
+            r.schema,
+            rate_hz=r.rate_hz,
+            start_timestamp_us=r.start_timestamp_us,
+            metadata=meta,
+            check=r.check is not None,
         ) as w:
             w.begin_session(best.header)
             span = int(lap["tick"][-1]) - int(lap["tick"][0]) + 1

@@ -1,0 +1,214 @@
+"""The command line with the frame check: validate's exit codes, repair that never lies, dump and
+export that leave out (and report) frames failing the check."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.format.conftest import START_US
+from tests.format.samples import car_schema, write_definition
+from wrtfd.cli.main import main
+from wrtfd.format import Reader, Writer, validate_file
+
+
+def _write_checked(path: Path, *, close: bool = True) -> list[int]:
+    """Two sessions written in flushed batches, like the recorder; returns every frame's end offset."""
+    schema = car_schema()
+    ends = []
+    w = Writer(path, schema, rate_hz=50, start_timestamp_us=START_US, check=True, fsync_on_close=False)
+    for k in range(2):
+        w.begin_session({"start_timestamp": START_US + k, "track": "Spa"})
+        for b in range(4):
+            frames = np.zeros(3 + b, dtype=w.schema.frame_dtype)
+            frames["tick"] = np.arange(10 * b, 10 * b + 3 + b)
+            frames["speed"] = np.arange(3 + b, dtype=np.float32) + k
+            frames["wheels"]["pressure"] = 1.9
+            start = w.bytes_written
+            w.write_frames(frames)
+            w.flush()
+            ends += [start + (i + 1) * w.schema.frame_size for i in range(len(frames))]
+        w.end_session({"laps": k})
+    if close:
+        w.close()
+    else:
+        w.abort()
+    return ends
+
+
+@pytest.mark.parametrize(
+    ("content", "what"),
+    [
+        (b"", "empty"),
+        (b"NOTWRTF!" + bytes(100), "not WRTF"),
+        (None, "header cut"),
+        (None, "metadata cut"),
+    ],
+)
+def test_validate_exits_2_on_unreadable_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes | None, what: str
+) -> None:
+    f = tmp_path / "u.wrtf"
+    if content is None:
+        _write_checked(f)
+        f.write_bytes(f.read_bytes()[: 20 if what == "header cut" else 60])
+    else:
+        f.write_bytes(content)
+    assert main(["validate", str(f)]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("wrtfd: error:") and "unreadable" in err and err.count("\n") == 1
+    assert out.startswith(f"{f}: offset ")  # the finding itself, with its offset
+    assert main(["info", str(f)]) == 2 and main(["repair", str(f)]) == 2  # the same verdict
+
+
+def test_validate_reports_failing_frames_with_offsets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "a.wrtf"
+    ends = _write_checked(f)
+    fsize = car_schema().frame_size + 8
+    data = bytearray(f.read_bytes())
+    first = ends[3] - fsize  # frame 3 of session 0: the first of the second batch (4 frames)
+    data[first + 9] ^= 0x40
+    f.write_bytes(bytes(data))
+    assert main(["validate", str(f)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        f"{f}: offset {first}: session 0 frames 3..6 (offsets {first} + k * {fsize}) fail the frame check: "
+        "CRC mismatch: not the bytes this file's writer wrote at this offset (damaged, stale, or from "
+        "another file) [check]"
+    ]
+
+
+def test_dump_and_export_leave_out_failing_frames_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "a.wrtf"
+    ends = _write_checked(f)
+    assert main(["dump", str(f)]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(lines) == 2 + 2 * 18 and "wrtfd_check" not in lines[1]["data"]
+    data = bytearray(f.read_bytes())
+    data[ends[0] - 3] ^= 1  # frame 0's group count (3 -> 259): its group of 3 frames fails
+    f.write_bytes(bytes(data))
+    assert main(["dump", str(f)]) == 1
+    out, err = capsys.readouterr()
+    lines = [json.loads(x) for x in out.splitlines()]
+    assert lines[0]["frames"] == 15 and len(lines) == 2 + 15 + 18
+    assert [x["tick"] for x in lines[1:4]] == [10, 11, 12]
+    assert err.count("\n") == 1 and "3 frame(s) that fail the frame check were left out" in err
+    assert main(["dump", str(f), "--with-check", "--session", "1"]) == 0
+    assert "wrtfd_check" in json.loads(capsys.readouterr().out.splitlines()[1])["data"]
+    out_csv = tmp_path / "a.csv"
+    assert main(["export", str(f), "-o", str(out_csv)]) == 1
+    assert "3 frame(s)" in capsys.readouterr().err
+    rows = out_csv.read_text().splitlines()
+    assert len(rows) == 1 + 33 and "wrtfd_check" not in rows[0]
+
+
+def test_write_with_the_salt_of_a_dump_gives_the_same_file(tmp_path: Path) -> None:
+    """dump | write --meta wrtfd.check.salt=...: identical bytes when a was written one batch per
+    session, as write does (tests/format/test_roundtrip_property.py covers other groupings)."""
+    a, b = tmp_path / "a.wrtf", tmp_path / "b.wrtf"
+    schema = car_schema()
+    with Writer(a, schema, rate_hz=50, start_timestamp_us=START_US, check=True, metadata={"Car": "GT3"}) as w:
+        w.begin_session({"track": "Spa"})
+        frames = np.zeros(7, dtype=schema.frame_dtype)
+        frames["tick"] = [0, 1, 2, 5, 6, 7, 9]
+        frames["speed"] = np.linspace(0, 60, 7, dtype=np.float32)
+        w.write_frames(frames)
+        w.end_session({"laps": 2, "best_lap_s": 90.5})
+    with Reader(a) as r:
+        salt = r.metadata["wrtfd.check.salt"]
+    dump = tmp_path / "a.jsonl"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["dump", str(a)]) == 0
+    dump.write_text(buf.getvalue())
+    d = write_definition(tmp_path / "d.yaml")
+    args = [
+        "write",
+        "--schema",
+        str(d),
+        "--rate",
+        "50",
+        "--start-timestamp",
+        str(START_US),
+        "--meta",
+        "Car=GT3",
+    ]
+    assert main([*args, "--meta", f"wrtfd.check.salt={salt}", "-o", str(b), str(dump)]) == 0
+    assert b.read_bytes() == a.read_bytes()
+    assert main([*args, "--check", "-o", str(b), "--force", str(dump)]) == 0  # a new salt
+    with Reader(b) as r:
+        assert r.metadata["wrtfd.check.salt"] != salt and r.verify_session(0) is None
+
+
+@pytest.fixture(scope="module")
+def checked_sample() -> tuple[bytes, bytes]:
+    """(a complete file, a crashed one: no footers) with the frame check."""
+    with tempfile.TemporaryDirectory() as tmp:
+        p = Path(tmp) / "a.wrtf"
+        _write_checked(p)
+        complete = p.read_bytes()
+        p.unlink()
+        _write_checked(p, close=False)
+        return complete, p.read_bytes()
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.booleans(),
+    st.integers(0, 10**9),
+    st.lists(
+        st.tuples(st.integers(0, 10**9), st.integers(1, 64), st.sampled_from(["zero", "random", "flip"]))
+    ),
+    st.integers(0, 2**32 - 1),
+)
+def test_repair_exit_code_matches_whether_its_output_validates(
+    checked_sample: tuple[bytes, bytes],
+    crashed: bool,
+    cut: int,
+    edits: list[tuple[int, int, str]],
+    seed: int,
+) -> None:
+    """Random cuts, zeroed, random and flipped byte runs: repair exits 0 only when its output
+    validates, and never 0 when it would not (1: written but invalid; 2: unreadable). info,
+    validate and dump answer every state with an exit code, never a traceback."""
+    data = bytearray(checked_sample[1] if crashed else checked_sample[0])
+    rng = np.random.default_rng(seed)
+    data = data[: max(1, len(data) - cut % 400)]
+    for pos, n, kind in edits:
+        at = pos % len(data)
+        run = min(n, len(data) - at)
+        if kind == "zero":
+            data[at : at + run] = bytes(run)
+        elif kind == "random":
+            data[at : at + run] = rng.integers(0, 256, run, dtype=np.uint8).tobytes()
+        else:
+            data[at] ^= 1 << (n % 8)
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "c.wrtf", Path(tmp) / "r.wrtf"
+        src.write_bytes(bytes(data))
+        sink = io.StringIO()
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            for command in ("info", "validate", "dump"):
+                assert main([command, str(src)]) in (0, 1, 2), command
+            code = main(["repair", str(src), "-o", str(out)])
+        assert code in (0, 1, 2)
+        if code == 2:
+            assert not out.exists()
+            return
+        valid = validate_file(out) == []
+        assert (code == 0) == valid
+        if code == 0:
+            with Reader(out) as r:  # and nothing in it fails the check
+                assert all(r.verify_session(i) is None for i in range(len(r.sessions)))
