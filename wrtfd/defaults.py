@@ -1,7 +1,8 @@
 """Default values of the tunables that more than one layer (or the docs) quote.
 
 Stdlib only, no imports from the package: the pure layers (scheduler, decoders), the I/O layers
-(sources, recorder) and the daemon's config models all read their defaults from here, so a
+(sources, recorder), the importers (``wrtfd import`` without a config records as the daemon's
+built-in default would) and the daemon's config models all read their defaults from here, so a
 default lives in one place. What they mean is in ``docs/timing.md``; ``tests/test_docs.py``
 checks that the numbers the docs state equal these (and the config models' own defaults).
 """
@@ -12,7 +13,11 @@ __all__ = [
     "ARRIVAL_BUNCH_S",
     "CLOCK_DRIFT_WINDOW_S",
     "CLOCK_OFFSET_STEP_S",
+    "FSYNC_INTERVAL_S",
+    "RECORDER_RATE_HZ",
+    "SESSION_IDLE_S",
     "TICK_JITTER_S",
+    "UDP_MAX_DATAGRAM_BYTES",
     "UDP_READ_INTERVAL_S",
 ]
 
@@ -26,3 +31,11 @@ CLOCK_OFFSET_STEP_S = 0.002
 CLOCK_DRIFT_WINDOW_S = 5.0
 #: Batched reads: how often a steady UDP feed's socket is read (seconds; 0: on arrival).
 UDP_READ_INTERVAL_S = 0.2
+#: Frames per second of a recording (``recorder.rate_hz``).
+RECORDER_RATE_HZ = 60
+#: A pause in every driving source longer than this ends the session (``recorder.session_idle_s``).
+SESSION_IDLE_S = 30.0
+#: Written data is fsynced at least this often (``recorder.fsync_interval_s``).
+FSYNC_INTERVAL_S = 1.0
+#: A UDP source drops larger datagrams as ``too_large`` (``max_datagram_bytes``).
+UDP_MAX_DATAGRAM_BYTES = 2048

@@ -34,7 +34,13 @@ from pydantic import (
 )
 
 from wrtfd.daemon.defaults import default_config_data, state_directory
-from wrtfd.defaults import UDP_READ_INTERVAL_S
+from wrtfd.defaults import (
+    FSYNC_INTERVAL_S,
+    RECORDER_RATE_HZ,
+    SESSION_IDLE_S,
+    UDP_MAX_DATAGRAM_BYTES,
+    UDP_READ_INTERVAL_S,
+)
 from wrtfd.errors import ConfigError
 
 __all__ = [
@@ -207,7 +213,7 @@ class UdpSourceConfig(_SourceBase):
     port: Port | None = None
     #: Sender IPs or networks accepted ("192.168.1.0/24"); absent: anyone.
     allow_from: Annotated[tuple[str, ...], Field(strict=False)] | None = None
-    max_datagram_bytes: Annotated[int, Field(ge=1, le=65507)] = 2048
+    max_datagram_bytes: Annotated[int, Field(ge=1, le=65507)] = UDP_MAX_DATAGRAM_BYTES
     #: Kernel receive buffer: the only queue on the receive path.
     rcvbuf_bytes: Annotated[int, Field(ge=4096, le=1 << 28)] = 1 << 20
     #: A steady feed is read in batches this often (seconds; 0: on arrival). CPU against the
@@ -287,15 +293,15 @@ class RecorderConfig(_Model):
     output_dir: LoosePath = Path("recordings")
     #: File name template; None uses the recorder's default.
     file_template: str | None = None
-    rate_hz: Annotated[int, Field(ge=1, le=1000)] = 60
+    rate_hz: Annotated[int, Field(ge=1, le=1000)] = RECORDER_RATE_HZ
     #: A pause in every driving source longer than this ends the session.
-    session_idle_s: PositiveSeconds = 30.0
+    session_idle_s: PositiveSeconds = SESSION_IDLE_S
     max_session_s: PositiveSeconds | None = None
     rotate_bytes: Annotated[int, Field(ge=4096)] | None = None
     rotate_s: PositiveSeconds | None = None
     rotate_sessions: Annotated[int, Field(ge=1)] | None = None
     #: Upper bound on the data a power cut can lose.
-    fsync_interval_s: PositiveSeconds = 1.0
+    fsync_interval_s: PositiveSeconds = FSYNC_INTERVAL_S
     #: How often the recorder's engine turns samples into frames: idle CPU against latency
     #: (frames reach the writer up to this much later; durability is bounded by fsync anyway).
     engine_tick_s: Annotated[float, Field(ge=0.001, le=0.5)] = 0.1

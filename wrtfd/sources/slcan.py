@@ -65,6 +65,9 @@ class SlcanSource(SerialLineSource):
         """As the generic line loop, minus the Decoded object per frame (8,000 frames/s)."""
         stats = self.stats
         now_ns = time.monotonic_ns()
+        raw = self.raw_sink
+        if raw is not None:
+            raw(now_ns, None, None, data)
         stats.bytes += len(data)
         if stats.state is not SourceState.RECEIVING:
             self._set_state(SourceState.RECEIVING)
