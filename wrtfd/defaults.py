@@ -14,6 +14,7 @@ __all__ = [
     "CLOCK_DRIFT_WINDOW_S",
     "CLOCK_OFFSET_STEP_S",
     "FSYNC_INTERVAL_S",
+    "RAW_TAP_MAX_BYTES",
     "RECORDER_RATE_HZ",
     "SESSION_IDLE_S",
     "TICK_JITTER_S",
@@ -39,3 +40,5 @@ SESSION_IDLE_S = 30.0
 FSYNC_INTERVAL_S = 1.0
 #: A UDP source drops larger datagrams as ``too_large`` (``max_datagram_bytes``).
 UDP_MAX_DATAGRAM_BYTES = 2048
+#: All raw tap files together stay under this many bytes (``recorder.raw_tap_max_bytes``, 1 GiB).
+RAW_TAP_MAX_BYTES = 1 << 30

@@ -63,6 +63,7 @@ class Daemon:
         self.config = pipeline.loaded.config
         self.handles = pipeline.handles
         self.recorder = pipeline.recorder
+        self.tap = pipeline.tap
         self.output_dir = pipeline.output_dir
         self.env: Mapping[str, str] = os.environ if pipeline.env is None else pipeline.env
         self.notifier = Notifier(self.env)
@@ -102,6 +103,8 @@ class Daemon:
             "recorder": rec,
             "disk": dict(self.disk),
         }
+        if self.tap is not None:
+            snap_all["tap"] = self.tap.snapshot()
         problems = health_problems(snap_all)
         snap_all["healthy"] = not problems
         snap_all["problems"] = problems
@@ -224,6 +227,8 @@ class Daemon:
         )
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._signals)
+            if self.tap is not None:
+                self.tap.start()  # before the sources: it takes their input from the first one
             await tg.start(self.recorder.run)
             async with anyio.create_task_group() as sources_tg:
                 for h in self.handles:
@@ -239,6 +244,7 @@ class Daemon:
                 self.notifier.stopping("stopping: finalizing files")
                 sources_tg.cancel_scope.cancel()
             await self._finalize()
+            await self._close_tap()
             tg.cancel_scope.cancel()
         self.notifier.close()
         return self.exit_code
@@ -279,6 +285,16 @@ class Daemon:
                 self._all_ready.set()
 
         await supervise(h.source, h.sink, h.backoff, on_ready=ready)
+
+    async def _close_tap(self) -> None:
+        """After the recorder closed its files (so did the tap's, on their events): write what the
+        tap holds and close it, off the loop, within the shutdown timeout."""
+        tap = self.tap
+        if tap is None:
+            return
+        timeout_s = self.config.daemon.shutdown_timeout_s
+        if not await anyio.to_thread.run_sync(tap.close, timeout_s):
+            log.error("raw tap: not closed within %.1f s; its last file may end with a torn block", timeout_s)
 
     async def _finalize(self) -> None:
         timeout_s = self.config.daemon.shutdown_timeout_s

@@ -36,6 +36,7 @@ from pydantic import (
 from wrtfd.daemon.defaults import default_config_data, state_directory
 from wrtfd.defaults import (
     FSYNC_INTERVAL_S,
+    RAW_TAP_MAX_BYTES,
     RECORDER_RATE_HZ,
     SESSION_IDLE_S,
     UDP_MAX_DATAGRAM_BYTES,
@@ -171,6 +172,9 @@ class _SourceBase(_Model):
     #: its own files. Unset: the shared group ``main``. The built-in default gives every game
     #: its own group, so the game that plays records a file with only its channels.
     group: Annotated[str, Field(pattern=SOURCE_NAME_PATTERN)] | None = None
+    #: Keep every input this source receives in its group's raw tap (pcapng beside the WRTF
+    #: file); None: as ``recorder.raw_tap`` says for the group.
+    raw_tap: bool | None = None
 
     @property
     def source_name(self) -> str:
@@ -315,6 +319,13 @@ class RecorderConfig(_Model):
     #: recording group, or a table ``{group = path}``. Relative to the config file.
     #: (``schema`` in the file; the attribute name avoids pydantic's deprecated ``schema()``.)
     frame_schema: PinnedSchema | None = Field(default=None, alias="schema")
+    #: The raw tap (pcapng files beside the WRTF files, docs/daemon.md): true for every group,
+    #: or the recording groups to tap; a source's own ``raw_tap`` overrides it.
+    raw_tap: (
+        bool | Annotated[tuple[Annotated[str, Field(pattern=SOURCE_NAME_PATTERN)], ...], Field(strict=False)]
+    ) = False
+    #: All tap files together stay under this; the oldest is removed first.
+    raw_tap_max_bytes: Annotated[int, Field(ge=1 << 20)] = RAW_TAP_MAX_BYTES
 
 
 class StatusConfig(_Model):
@@ -387,6 +398,14 @@ class Config(_Model):
                 f"recorder.schema: {len(groups)} recording groups ({', '.join(groups)}):"
                 " give a table {group = path}"
             )
+        tapped = self.recorder.raw_tap
+        if isinstance(tapped, tuple):
+            unknown = sorted(set(tapped) - set(groups))
+            if unknown:
+                raise ValueError(
+                    f"recorder.raw_tap: no recording group {', '.join(map(repr, unknown))}"
+                    f" (groups: {', '.join(groups)})"
+                )
         bound: list[tuple[int, str, int]] = []
         for i, src in enumerate(self.sources):
             if isinstance(src, UdpSourceConfig) and src.port is not None:
@@ -422,6 +441,13 @@ class LoadedConfig(BaseModel):
 
     def track_path(self, src: _SourceBase) -> Path | None:
         return None if src.track is None else self.resolve(src.track)
+
+    def tapped(self, src: _SourceBase) -> bool:
+        """Whether the raw tap keeps ``src``'s input (its own ``raw_tap``, else its group's)."""
+        if src.raw_tap is not None:
+            return src.raw_tap
+        tap = self.config.recorder.raw_tap
+        return tap if isinstance(tap, bool) else src.group_name in tap
 
     def schema_path(self, group: str) -> Path | None:
         """The definition ``recorder.schema`` pins for ``group`` (None: not pinned)."""

@@ -21,6 +21,7 @@ from wrtfd.recorder.observe import ObserverHub
 from wrtfd.sources.base import SampleSink, Source
 
 if TYPE_CHECKING:
+    from wrtfd.recorder.tap import RawTap
     from wrtfd.tracks.lapchannels import LapChannels
 
 __all__ = ["BuiltSource", "Pipeline", "SourceHandle"]
@@ -66,3 +67,5 @@ class Pipeline:
     env: Mapping[str, str] | None = None
     #: Every group's recorder publishes its events and live frames here (the observers' seam).
     hub: ObserverHub = field(default_factory=ObserverHub)
+    #: The raw tap (``raw_tap``), an observer on ``hub``; None when no source is tapped.
+    tap: RawTap | None = None

@@ -33,6 +33,7 @@ from wrtfd.daemon.config import (
 from wrtfd.daemon.mapping import SampleTransform, apply_mapping
 from wrtfd.daemon.pipeline import BuiltSource, Pipeline, SourceHandle
 from wrtfd.daemon.supervise import Backoff
+from wrtfd.daemon.tap import build_tap
 from wrtfd.decoders.base import Decoder, Sample
 from wrtfd.errors import ConfigError, WrtfdError
 from wrtfd.format.schema import Schema, layout_difference
@@ -419,6 +420,7 @@ def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Pipel
     output_dir = loaded.output_dir(env)
     hub = ObserverHub()
     recorder = _recorder(loaded, built, output_dir, env, hub=hub)
+    tap = build_tap(loaded, built, output_dir, hub)
     handles = [
         SourceHandle(
             config=b.config,
@@ -430,5 +432,5 @@ def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Pipel
         for b in built
     ]
     return Pipeline(
-        loaded=loaded, handles=handles, recorder=recorder, output_dir=output_dir, env=env, hub=hub
+        loaded=loaded, handles=handles, recorder=recorder, output_dir=output_dir, env=env, hub=hub, tap=tap
     )
