@@ -118,7 +118,11 @@ RAW_RECEIVER = textwrap.dedent(
 )
 
 
-def start_daemon(tmp: Path, name: str) -> tuple[subprocess.Popen[bytes], int, int, int]:
+def start_daemon(
+    tmp: Path, name: str, recorder_extra: str = ""
+) -> tuple[subprocess.Popen[bytes], int, int, int]:
+    """A daemon recording Forza and F1 on free loopback ports (``recorder_extra``: more
+    ``[recorder]`` lines); returns it with its Forza, F1 and status ports."""
     forza_port, f1_port, status_port = (
         free_port(socket.SOCK_DGRAM),
         free_port(socket.SOCK_DGRAM),
@@ -128,7 +132,7 @@ def start_daemon(tmp: Path, name: str) -> tuple[subprocess.Popen[bytes], int, in
     cfg.write_text(
         f'[[sources]]\nkind = "udp"\nprotocol = "forza"\nhost = "127.0.0.1"\nport = {forza_port}\n'
         f'[[sources]]\nkind = "udp"\nprotocol = "f1"\nhost = "127.0.0.1"\nport = {f1_port}\n'
-        f'[recorder]\noutput_dir = "{tmp / name}"\n[status]\nport = {status_port}\n'
+        f'[recorder]\noutput_dir = "{tmp / name}"\n{recorder_extra}[status]\nport = {status_port}\n'
         '[logging]\nlevel = "warning"\n'
     )
     proc = subprocess.Popen(

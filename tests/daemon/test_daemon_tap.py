@@ -11,6 +11,7 @@ from wrtfd.daemon.config import LoadedConfig, parse_config
 from wrtfd.daemon.tap import tap_interfaces
 from wrtfd.daemon.wiring import build_sources, prepare
 from wrtfd.errors import ConfigError
+from wrtfd.recorder.observe import FileOpened
 
 
 def _data(recorder: dict[str, Any] | None = None, **source_extra: Any) -> dict[str, Any]:
@@ -76,7 +77,10 @@ def test_prepare_wires_the_tap_to_its_sources_and_the_hub(tmp_path: Path) -> Non
     assert tap.output_dir == pipeline.output_dir
     sinks = {h.source.name: getattr(h.source, "raw_sink", None) for h in pipeline.handles}
     assert sinks["forza"] is not None and sinks["gps"] is not None and sinks["f1"] is None
-    assert pipeline.hub.wants_frames  # the tap observes the recorder's file events
+    pipeline.hub.publish(FileOpened("rig", str(tmp_path / "x.wrtf"), 1))
+    pipeline.hub.publish(FileOpened("f1", str(tmp_path / "y.wrtf"), 1))  # not a tapped group
+    assert tap.snapshot()["queued"] == 1  # the tap observes the recorder's file events ...
+    assert not pipeline.hub.wants_frames  # ... and only them: no frame is copied for it
     assert tap.close()  # never started: nothing to write, nothing created
     assert not (tmp_path / "rec").exists()
 

@@ -122,20 +122,26 @@ class ObserverHub:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._observers: tuple[Observer, ...] = ()
+        self._frames_wanted = False
         self.failed = 0
 
     @property
     def wants_frames(self) -> bool:
-        """Any observer at all (copying frames is skipped when nobody listens)."""
-        return bool(self._observers)
+        """Any observer that takes live frames (copying frames is skipped when none does; an
+        observer of events only, such as the raw tap, says so with ``wants_frames = False``)."""
+        return self._frames_wanted
 
     def add(self, observer: Observer) -> None:
         with self._lock:
-            self._observers = (*self._observers, observer)
+            self._set((*self._observers, observer))
 
     def remove(self, observer: Observer) -> None:
         with self._lock:
-            self._observers = tuple(o for o in self._observers if o is not observer)
+            self._set(tuple(o for o in self._observers if o is not observer))
+
+    def _set(self, observers: tuple[Observer, ...]) -> None:
+        self._observers = observers
+        self._frames_wanted = any(getattr(o, "wants_frames", True) for o in observers)
 
     def publish(self, item: RecordingEvent | LiveFrames) -> None:
         for observer in self._observers:  # a snapshot: add/remove swap the tuple

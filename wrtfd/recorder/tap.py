@@ -25,10 +25,14 @@ sources, scheduler and recorder (docs/import.md).
   closed file is removed first. A tap file that reaches half of ``max_bytes`` continues in a
   new part (``X.part2.pcapng``, ...), so even one long recording keeps its newest input.
 * **Off the event loop**: the sink only appends to a bounded queue (``queue_packets`` inputs,
-  ``queue_bytes`` bytes; a full queue drops and counts ``queue_full``); one thread writes, once
-  per ``batch_s`` (the UDP read interval, just after the sources' batched reads) while input
-  flows, and sleeps while none does; it flushes each batch to the kernel (a crash of the process loses nothing
-  written) and fsyncs every ``fsync_interval_s`` (the recorder's durability bound). A file is a
+  ``queue_bytes`` bytes; a full queue drops and counts ``queue_full``). One thread writes, once
+  per ``write_interval_s`` while input flows (``fsync_interval_s``, at most
+  :data:`MAX_WRITE_INTERVAL_S`; on the grid of the UDP sources' batched reads, just after them),
+  and sleeps while none does. It writes each batch to the kernel and fsyncs every
+  ``fsync_interval_s``, the recorder's policy: a crash of the process or a power cut loses at
+  most ``write_interval_s`` + ``fsync_interval_s`` of the tap's input. Why not write at every
+  read, as the recorder does: each wake-up of the thread costs far more than the blocks it
+  writes (``bench/bench_tap.py``: 0.2 s turns cost twice the CPU of 1 s turns). A file is a
   sequence of whole pcapng blocks: a power cut leaves a readable prefix, its last block at most
   torn (readers skip it: wrtfd counts it as ``truncated_block``, tshark warns and stops there).
 * **Errors**: a write error (disk full) closes the group's tap file; its input is dropped and
@@ -57,7 +61,7 @@ from wrtfd.pcap import PcapngWriter
 from wrtfd.recorder.files import sanitize_component
 from wrtfd.recorder.observe import FileClosed, FileOpened, LiveFrames, RecordingEvent
 
-__all__ = ["TAP_APPLICATION", "RawTap", "TapInterface", "is_tap_file"]
+__all__ = ["MAX_WRITE_INTERVAL_S", "TAP_APPLICATION", "RawTap", "TapInterface", "is_tap_file"]
 
 log = logging.getLogger("wrtfd.tap")
 
@@ -70,6 +74,8 @@ _RETRY_MIN_S = 1.0
 _RETRY_MAX_S = 30.0
 #: Per input: the pcapng block around it (28 bytes) and IPv4/UDP headers (28), rounded up.
 _BLOCK_OVERHEAD = 64
+#: The tap writes at least this often while input flows (seconds).
+MAX_WRITE_INTERVAL_S = 1.0
 #: The tap writes this long after each point of the sources' read grid.
 _TURN_DELAY_S = 0.01
 #: The queue's marker of a file event (never a group index).
@@ -100,7 +106,19 @@ def is_tap_file(path: Path) -> bool:
 class _GroupFile:
     """The tap file of one group (writer thread only)."""
 
-    __slots__ = ("bytes", "flushed", "group", "interfaces", "paired", "part", "path", "stream", "writer")
+    __slots__ = (
+        "blocks",
+        "bytes",
+        "flushed",
+        "group",
+        "interfaces",
+        "makers",
+        "paired",
+        "part",
+        "path",
+        "stream",
+        "writer",
+    )
 
     def __init__(self, group: str, interfaces: list[TapInterface]) -> None:
         self.group = group
@@ -108,6 +126,10 @@ class _GroupFile:
         self.path: Path | None = None
         self.stream: BinaryIO | None = None
         self.writer: PcapngWriter | None = None
+        #: Per interface: its block maker (None while no file is open).
+        self.makers: list[Callable[[int, Any, Any, bytes], bytes]] | None = None
+        #: Blocks made this turn, written at its end (or before the file closes).
+        self.blocks: list[bytes] = []
         self.bytes = 0  # the file's size, estimated between flushes
         self.flushed = 0  # its size at the last flush
         self.part = 1
@@ -130,7 +152,7 @@ class RawTap:
         output_dir: Path,
         max_bytes: int,
         fsync_interval_s: float = 1.0,
-        batch_s: float = UDP_READ_INTERVAL_S,
+        write_interval_s: float | None = None,
         queue_packets: int = 65536,
         queue_bytes: int = 16 << 20,
         wall_offset_ns: int | None = None,
@@ -141,7 +163,10 @@ class RawTap:
         self.max_bytes = max_bytes
         self.part_bytes = max_bytes // 2
         self.fsync_interval_s = fsync_interval_s
-        self.batch_s = batch_s
+        if write_interval_s is None:
+            write_interval_s = min(fsync_interval_s, MAX_WRITE_INTERVAL_S)
+        #: On the UDP read grid: a whole number of read intervals.
+        self.write_interval_s = max(1, round(write_interval_s / UDP_READ_INTERVAL_S)) * UDP_READ_INTERVAL_S
         self._queue_packets = queue_packets
         self._queue_bytes = queue_bytes
         #: wall = monotonic + this: one offset for the life of the tap.
@@ -165,6 +190,7 @@ class RawTap:
         # ... and the writer thread's.
         self._bytes_out = 0
         self.packets = 0
+        self.turns = 0  # the writer thread's wake-ups (its CPU is mostly these)
         self.bytes_written = 0
         self.files = 0
         self.removed_files = 0
@@ -210,12 +236,14 @@ class RawTap:
 
         return sink
 
+    #: An observer of file events only: the recorder need not copy frames for it.
+    wants_frames = False
+
     def notify(self, item: RecordingEvent | LiveFrames) -> None:
         """The observer hub's call (the recorder's writer thread): file events of tapped groups."""
         if isinstance(item, FileOpened | FileClosed) and item.group in self._group_index:
-            self._queue.append(
-                (_EVENT, self._group_index[item.group], isinstance(item, FileOpened), item.path)
-            )
+            opened = isinstance(item, FileOpened)
+            self._queue.append((_EVENT, self._group_index[item.group], opened, item.path, None, b""))
             if self._idle:
                 self._idle = False
                 self._wake.set()
@@ -247,6 +275,7 @@ class RawTap:
             "files": self.files,
             "current": {g.group: str(g.path) for g in self._groups if g.path is not None},
             "packets": self.packets,
+            "turns": self.turns,
             "bytes_written": self.bytes_written,
             "queued": len(self._queue),
             "queued_bytes": self._bytes_in - self._bytes_out,
@@ -261,7 +290,7 @@ class RawTap:
     # -- the writer thread ---------------------------------------------------------------------------
 
     def _run(self) -> None:
-        """Steady input is written once per ``batch_s``, just after the sources' batched reads
+        """Steady input is written once per ``write_interval_s``, just after the sources' batched reads
         (on the same grid of the monotonic clock); after a turn that found nothing the thread
         sleeps until input arrives (the sink wakes it) or an fsync is due."""
         try:
@@ -277,6 +306,7 @@ class RawTap:
                         self._wake.wait(self._sync_wait())
                     self._idle = False
                 self._wake.clear()
+                self.turns += 1
                 busy = self._drain() > 0
                 self._sync_if_due()
         except Exception:  # a bug here must not take the daemon down: the tap stops, counted
@@ -286,11 +316,11 @@ class RawTap:
             self._finish()
 
     def _next_turn_s(self) -> float:
-        """Seconds to the next point of the ``batch_s`` grid, plus a little: the UDP sources
+        """Seconds to the next point of the ``write_interval_s`` grid, plus a little: the UDP sources
         read on that grid of the same clock, so the tap writes right after them, not while
         they hold the interpreter."""
         now = time.monotonic()
-        step = self.batch_s
+        step = self.write_interval_s
         return (math.floor(now / step) + 1) * step + _TURN_DELAY_S - now
 
     def _sync_wait(self) -> float | None:
@@ -299,54 +329,67 @@ class RawTap:
         return max(0.0, self._last_sync + self.fsync_interval_s - time.monotonic())
 
     def _drain(self) -> int:
-        """Write everything queued; returns how many inputs it took."""
+        """Write what is queued now (blocks made per input, written per group in one go);
+        returns how many inputs it took."""
         queue = self._queue
+        n = len(queue)
         popleft = queue.popleft
         groups = self._groups
         offset = self.wall_offset_ns
+        part_bytes = self.part_bytes
         touched: set[int] = set()
         out = 0
-        taken = 0
-        while queue:
-            item = popleft()
-            taken += 1
-            gi = item[0]
+        written = 0
+        for _ in range(n):
+            gi, iface, rx_ns, src, dst, data = popleft()
             if gi == _EVENT:
-                self._file_event(item[1], item[2], Path(item[3]))
+                self._write_blocks(iface)
+                self._file_event(iface, rx_ns, Path(src))
                 continue
-            data: bytes = item[5]
             out += len(data)
             g = groups[gi]
-            if g.writer is None and not self._open(gi):
-                self.dropped.add("write_error")
-                continue
-            writer = g.writer
-            if writer is None:  # pragma: no cover - _open returned True
-                continue
-            src, dst = item[3], item[4]
+            makers = g.makers
+            if makers is None:
+                if not self._open(gi):
+                    self.dropped.add("write_error")
+                    continue
+                makers = g.makers
+                if makers is None:  # pragma: no cover - _open returned True
+                    continue
             try:
-                if src is None:
-                    writer.write_packet(item[1], item[2] + offset, data)
-                else:
-                    writer.write_datagram(item[1], item[2] + offset, _address(src), _address(dst), data)
-            except ValueError:  # an address the packet header cannot hold
-                self.dropped.add("bad_address")
-                continue
-            except OSError as exc:
-                self._fail(gi, exc)
-                continue
-            g.bytes += len(data) + _BLOCK_OVERHEAD
-            self.packets += 1
+                block = makers[iface](rx_ns + offset, src, dst, data)
+            except ValueError:  # an IPv6 scope (fe80::1%eth0), or an address a header cannot hold
+                try:
+                    block = makers[iface](rx_ns + offset, _address(src), _address(dst), data)
+                except (ValueError, TypeError, IndexError):
+                    self.dropped.add("bad_address")
+                    continue
+            g.blocks.append(block)
+            g.bytes += len(block)
+            written += 1
             touched.add(gi)
-            if g.bytes >= self.part_bytes:  # continue in a new part (the size bound's unit)
+            if g.bytes >= part_bytes:  # continue in a new part (the size bound's unit)
                 self._close(gi)
                 g.part += 1
         self._bytes_out += out
         for gi in touched:
+            self._write_blocks(gi)
             self._flush(gi)
-        if taken:
+        self.packets += written
+        if n:
             self._enforce_bound()
-        return taken
+        return n
+
+    def _write_blocks(self, gi: int) -> None:
+        g = self._groups[gi]
+        blocks, g.blocks = g.blocks, []
+        if not blocks or g.writer is None:
+            return
+        try:
+            g.writer.write_blocks(blocks)
+        except OSError as exc:
+            self.dropped.add("write_error", len(blocks))
+            self._fail(gi, exc)
 
     def _flush(self, gi: int) -> None:
         """The group's file to the kernel (a crash of the process loses nothing written)."""
@@ -419,6 +462,7 @@ class RawTap:
             self._fail(gi, exc, path)
             return False
         g.path, g.stream, g.writer = path, stream, writer
+        g.makers = [writer.block_maker(i) for i in range(len(g.interfaces))]
         self.files += 1
         self._retry_at.pop(gi, None)
         self._failures = 0
@@ -440,8 +484,11 @@ class RawTap:
         g = self._groups[gi]
         if g.stream is None or g.path is None:
             return
+        self._write_blocks(gi)
+        if g.stream is None or g.path is None:  # the write failed: _fail closed it
+            return
         stream, path = g.stream, g.path
-        g.stream = g.writer = None
+        g.stream = g.writer = g.makers = None
         g.path = None
         size = g.bytes
         try:
@@ -463,6 +510,8 @@ class RawTap:
     def _fail(self, gi: int, exc: OSError, path: Path | None = None) -> None:
         g = self._groups[gi]
         self._record_error(exc, path or g.path)
+        g.blocks = []
+        g.makers = None
         if g.stream is not None:
             stream = g.stream
             g.stream = g.writer = None
@@ -537,13 +586,16 @@ class RawTap:
         try:
             if self._queue:
                 self._drain()
+        except Exception:  # a bug: the files are still closed; what was written stays readable
+            log.exception("raw tap: writing the last input failed")
+            self.last_error = "writing the last input failed (see the log)"
         finally:
             for gi in range(len(self._groups)):
                 self._close(gi)
 
 
 def _address(addr: Any) -> tuple[str, int]:
-    """``(host, port)`` of a socket address, without an IPv6 scope (``fe80::1%eth0``)."""
+    """``(host, port)`` of a socket address, without an IPv6 scope (``fe80::1%eth0``) or flow."""
     host = str(addr[0])
     if "%" in host:
         host = host.split("%", 1)[0]

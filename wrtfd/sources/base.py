@@ -25,12 +25,13 @@ from wrtfd.decoders.base import DropCounter, SampleSink, SinkFull
 
 __all__ = ["Address", "RawSink", "SampleSink", "SinkFull", "Source", "SourceState", "SourceStats"]
 
-#: ``(host, port)`` of a datagram's sender or receiver.
-Address = tuple[str, int]
+#: A socket address: ``(host, port)``, or for IPv6 ``(host, port, flowinfo, scope_id)``.
+Address = tuple[Any, ...]
 
 #: The raw tap's hook: ``(rx_ns, sender, receiver, data)``, called with every datagram, serial
 #: chunk or TCP chunk a source received, with the receive time the source gives its samples
-#: (monotonic). ``sender``/``receiver`` are the UDP addresses (None for serial and TCP bytes).
+#: (monotonic). ``sender``/``receiver`` are the UDP socket addresses as the socket gives them
+#: (None for serial and TCP bytes).
 RawSink = Callable[[int, Address | None, Address | None, bytes], None]
 
 

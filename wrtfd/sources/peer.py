@@ -78,7 +78,7 @@ def peer_datagrams(
             return
         data, addr, _flags, kernel_dropped, rx_ns = got
         if raw is not None:
-            raw(rx_ns, (addr[0], addr[1]), local, data)
+            raw(rx_ns, addr, local, data)
         if kernel_dropped:
             dropped.add("kernel_overflow", kernel_dropped)
         stats.received += 1

@@ -427,7 +427,7 @@ class UdpSource:
             if last is not None and rx_ns < last:  # clock conversion noise: keep receive order
                 rx_ns = last
             if raw is not None:  # the tap keeps every datagram, with the sample's receive time
-                raw(rx_ns, (addr[0], addr[1]), destination(dst), data)
+                raw(rx_ns, addr, local if dst is None else destination(dst), data)
             stats.received += 1
             stats.bytes += len(data)
             stats.last_rx_ns = rx_ns
