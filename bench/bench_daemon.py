@@ -150,6 +150,26 @@ def start_daemon(
     raise SystemExit(f"{name} daemon did not come up: {(tmp / f'{name}.log').read_text()[-2000:]}")
 
 
+def terminate(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Stop the processes (SIGTERM, then SIGKILL after 10 s)."""
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def window_seconds(description: str, quick_s: float) -> float:
+    """The measurement window from the command line (``--quick``: ``quick_s``; else 60 s)."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--quick", action="store_true", help=f"{quick_s:.0f} s window instead of 60 s")
+    ap.add_argument("--seconds", type=float, help="measurement window")
+    args = ap.parse_args()
+    return float(args.seconds or (quick_s if args.quick else 60.0))
+
+
 def status(port: int) -> dict[str, object]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5) as r:
         return dict(json.loads(r.read()))
@@ -204,11 +224,7 @@ def in_process_breakdown() -> list[tuple[str, float, float]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="10 s window instead of 60 s")
-    ap.add_argument("--seconds", type=float, help="measurement window")
-    args = ap.parse_args()
-    window_s = args.seconds or (10.0 if args.quick else 60.0)
+    window_s = window_seconds(__doc__.split("\n")[0], 10.0)
     warmup_s = 3.0
     with tempfile.TemporaryDirectory(prefix="wrtfd-bench-") as tmpdir:
         tmp = Path(tmpdir)
@@ -245,13 +261,7 @@ def main() -> int:
         finally:
             stop.set()
             th.join()
-            for p in (idle, rec, raw):
-                p.terminate()
-            for p in (idle, rec, raw):
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            terminate([idle, rec, raw])
         pct = {k: 100.0 * (after[k] - before[k]) / elapsed for k in before}
         files = sorted((tmp / "recording").glob("*.wrtf"))
     sources = snap["sources"]

@@ -19,8 +19,6 @@ where the difference comes from.
 
 from __future__ import annotations
 
-import argparse
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,7 +29,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_daemon import cpu_s, feeder, load_feeds, start_daemon, status  # noqa: E402
+from bench_daemon import (  # noqa: E402
+    cpu_s,
+    feeder,
+    load_feeds,
+    start_daemon,
+    status,
+    terminate,
+    window_seconds,
+)
 
 from wrtfd.recorder.tap import RawTap, TapInterface  # noqa: E402
 
@@ -57,11 +63,7 @@ def in_process_rows(tmp: Path) -> list[tuple[str, float]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="15 s window instead of 60 s")
-    ap.add_argument("--seconds", type=float, help="measurement window")
-    args = ap.parse_args()
-    window_s = args.seconds or (15.0 if args.quick else 60.0)
+    window_s = window_seconds(__doc__.split("\n")[0], 15.0)
     warmup_s = 3.0
     with tempfile.TemporaryDirectory(prefix="wrtfd-bench-tap-") as tmpdir:
         tmp = Path(tmpdir)
@@ -93,13 +95,7 @@ def main() -> int:
         finally:
             stop.set()
             th.join()
-            for p in procs.values():
-                p.terminate()
-            for p in procs.values():
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            terminate(list(procs.values()))
         pct = {k: 100.0 * (after[k] - before[k]) / elapsed for k in before}
         taps = sorted((tmp / "d2").glob("*.pcapng"))
         tap_bytes = sum(p.stat().st_size for p in taps)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -387,25 +387,14 @@ class Config(_Model):
         pinned = self.recorder.frame_schema
         groups = sorted({src.group_name for src in self.sources})
         if isinstance(pinned, dict):
-            unknown = sorted(set(pinned) - set(groups))
-            if unknown:
-                raise ValueError(
-                    f"recorder.schema: no recording group {', '.join(map(repr, unknown))}"
-                    f" (groups: {', '.join(groups)})"
-                )
+            _known_groups("recorder.schema", pinned, groups)
         elif pinned is not None and len(groups) > 1:
             raise ValueError(
                 f"recorder.schema: {len(groups)} recording groups ({', '.join(groups)}):"
                 " give a table {group = path}"
             )
-        tapped = self.recorder.raw_tap
-        if isinstance(tapped, tuple):
-            unknown = sorted(set(tapped) - set(groups))
-            if unknown:
-                raise ValueError(
-                    f"recorder.raw_tap: no recording group {', '.join(map(repr, unknown))}"
-                    f" (groups: {', '.join(groups)})"
-                )
+        if isinstance(self.recorder.raw_tap, tuple):
+            _known_groups("recorder.raw_tap", self.recorder.raw_tap, groups)
         bound: list[tuple[int, str, int]] = []
         for i, src in enumerate(self.sources):
             if isinstance(src, UdpSourceConfig) and src.port is not None:
@@ -414,6 +403,15 @@ class Config(_Model):
                         raise ValueError(f"sources[{i}] and sources[{j}] both listen on UDP port {port}")
                 bound.append((i, src.host, src.port))
         return self
+
+
+def _known_groups(key: str, named: Iterable[str], groups: Sequence[str]) -> None:
+    """:raises ValueError: ``named`` holds a name that is not one of the recording ``groups``."""
+    unknown = sorted(set(named) - set(groups))
+    if unknown:
+        raise ValueError(
+            f"{key}: no recording group {', '.join(map(repr, unknown))} (groups: {', '.join(groups)})"
+        )
 
 
 class LoadedConfig(BaseModel):

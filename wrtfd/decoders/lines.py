@@ -14,7 +14,10 @@ Drop reasons (added to ``drops``): the framer's (``line_too_long``), the decoder
 
 from __future__ import annotations
 
-from wrtfd.decoders.base import Decoder, DropCounter, Sample, SampleSink, SinkFull
+from collections.abc import Callable
+from typing import Any
+
+from wrtfd.decoders.base import Decoded, Decoder, DropCounter, Sample, SampleSink, SinkFull
 from wrtfd.decoders.framing import LineFramer
 from wrtfd.errors import DecodeError
 
@@ -22,9 +25,14 @@ __all__ = ["LineFeed"]
 
 
 class LineFeed:
-    """Frames and decodes the byte chunks of one line source named ``name``."""
+    """Frames and decodes the byte chunks of one line source named ``name``.
 
-    __slots__ = ("decoder", "delimiters", "drops", "framer", "max_line_bytes", "name")
+    A decoder with ``decode_line(line) -> (values, source_time_ns) | None`` (SLCAN: 8,000 frames
+    a second) is called through it, without a :class:`~wrtfd.decoders.base.Decoded` per line;
+    the samples are the same.
+    """
+
+    __slots__ = ("_decode", "_make", "decoder", "delimiters", "drops", "framer", "max_line_bytes", "name")
 
     def __init__(
         self,
@@ -41,6 +49,11 @@ class LineFeed:
         self.max_line_bytes = max_line_bytes
         self.drops = drops if drops is not None else DropCounter()
         self.framer = LineFramer(delimiters=delimiters, max_line_bytes=max_line_bytes, drops=self.drops)
+        decode_line = getattr(decoder, "decode_line", None)
+        self._decode: Callable[[bytes], Any] = decode_line if decode_line is not None else decoder.decode
+        self._make: Callable[[str, int, Any], Sample] = (
+            _from_values if decode_line is not None else _from_decoded
+        )
 
     def reset(self) -> None:
         """Forget the partial line and the decoder's stream state (a new device handle)."""
@@ -55,7 +68,8 @@ class LineFeed:
         lines = self.framer.feed(data)
         if not lines:
             return 0, 0
-        decode = self.decoder.decode
+        decode = self._decode
+        make = self._make
         dropped = self.drops
         name = self.name
         samples = 0
@@ -68,9 +82,19 @@ class LineFeed:
             if decoded is None:
                 continue
             try:
-                sink(Sample.from_decoded(name, rx_ns, decoded))
+                sink(make(name, rx_ns, decoded))
             except SinkFull:
                 dropped.add("queue_full")
                 continue
             samples += 1
         return len(lines), samples
+
+
+def _from_decoded(name: str, rx_ns: int, decoded: Decoded) -> Sample:
+    return Sample(
+        name, rx_ns, decoded.values, decoded.source_time_ns, decoded.new_session, decoded.session_info
+    )
+
+
+def _from_values(name: str, rx_ns: int, result: tuple[Any, int | None]) -> Sample:
+    return Sample(name, rx_ns, result[0], result[1])
