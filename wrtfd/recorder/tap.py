@@ -339,7 +339,6 @@ class RawTap:
         part_bytes = self.part_bytes
         touched: set[int] = set()
         out = 0
-        written = 0
         for _ in range(n):
             gi, iface, rx_ns, src, dst, data = popleft()
             if gi == _EVENT:
@@ -366,7 +365,6 @@ class RawTap:
                     continue
             g.blocks.append(block)
             g.bytes += len(block)
-            written += 1
             touched.add(gi)
             if g.bytes >= part_bytes:  # continue in a new part (the size bound's unit)
                 self._close(gi)
@@ -375,7 +373,6 @@ class RawTap:
         for gi in touched:
             self._write_blocks(gi)
             self._flush(gi)
-        self.packets += written
         if n:
             self._enforce_bound()
         return n
@@ -390,6 +387,8 @@ class RawTap:
         except OSError as exc:
             self.dropped.add("write_error", len(blocks))
             self._fail(gi, exc)
+            return
+        self.packets += len(blocks)
 
     def _flush(self, gi: int) -> None:
         """The group's file to the kernel (a crash of the process loses nothing written)."""
