@@ -32,6 +32,7 @@ DISTRIBUTION = {
     "numpy": "numpy",
     "yaml": "PyYAML",
     "crc32c": "crc32c",
+    "dpkt": "dpkt",  # the core's pcap/pcapng reader and the daemon's raw tap
     "anyio": "anyio",
     "pydantic": "pydantic",
     "serial": "pyserial-asyncio",  # pyserial comes with it
