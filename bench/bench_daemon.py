@@ -121,9 +121,10 @@ RAW_RECEIVER = textwrap.dedent(
 
 
 def start_daemon(
-    tmp: Path, name: str, extra: str = "", checkout: Path | None = None
+    tmp: Path, name: str, extra: str = "", checkout: Path | None = None, recorder_extra: str = ""
 ) -> tuple[subprocess.Popen[bytes], int, int, int]:
-    """A daemon recording Forza + F1 on fresh loopback ports; ``extra``: more config (TOML);
+    """A daemon recording Forza + F1 on fresh loopback ports; returns it with its Forza, F1 and
+    status ports. ``extra``: more config (TOML); ``recorder_extra``: more ``[recorder]`` lines;
     ``checkout``: run another checkout's wrtfd (the before of a before/after)."""
     forza_port, f1_port, status_port = (
         free_port(socket.SOCK_DGRAM),
@@ -134,7 +135,7 @@ def start_daemon(
     cfg.write_text(
         f'[[sources]]\nkind = "udp"\nprotocol = "forza"\nhost = "127.0.0.1"\nport = {forza_port}\n'
         f'[[sources]]\nkind = "udp"\nprotocol = "f1"\nhost = "127.0.0.1"\nport = {f1_port}\n'
-        f'[recorder]\noutput_dir = "{tmp / name}"\n[status]\nport = {status_port}\n'
+        f'[recorder]\noutput_dir = "{tmp / name}"\n{recorder_extra}[status]\nport = {status_port}\n'
         f'[logging]\nlevel = "warning"\n{extra}'
     )
     env = dict(os.environ)
@@ -156,6 +157,26 @@ def start_daemon(
             time.sleep(0.1)
     proc.kill()
     raise SystemExit(f"{name} daemon did not come up: {(tmp / f'{name}.log').read_text()[-2000:]}")
+
+
+def terminate(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Stop the processes (SIGTERM, then SIGKILL after 10 s)."""
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def window_seconds(description: str, quick_s: float) -> float:
+    """The measurement window from the command line (``--quick``: ``quick_s``; else 60 s)."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--quick", action="store_true", help=f"{quick_s:.0f} s window instead of 60 s")
+    ap.add_argument("--seconds", type=float, help="measurement window")
+    args = ap.parse_args()
+    return float(args.seconds or (quick_s if args.quick else 60.0))
 
 
 def status(port: int) -> dict[str, object]:
@@ -269,14 +290,7 @@ def main() -> int:
         finally:
             stop.set()
             th.join()
-            everyone = [idle, rec, raw] + ([other] if other is not None else [])
-            for p in everyone:
-                p.terminate()
-            for p in everyone:
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            terminate([idle, rec, raw] + ([other] if other is not None else []))
         pct = {k: 100.0 * (after[k] - before[k]) / elapsed for k in before}
         files = sorted((tmp / "recording").glob("*.wrtf"))
     sources = snap["sources"]

@@ -152,3 +152,15 @@ def test_import_wrtfd_is_cheap() -> None:
         check=True,
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_importing_a_capture_loads_neither_anyio_nor_pydantic(shared_data: Path, tmp_path: Path) -> None:
+    """``wrtfd import capture.pcapng`` works on a core install: without ``--config`` the built-in
+    default's routing comes from the decoder registry, not from the daemon's config models."""
+    from tests.importers.test_pcap_import import paced_forza, write_capture
+
+    write_capture(tmp_path / "rig.pcapng", [(5301, paced_forza(shared_data, 120), 60.0)])
+    proc, heavy = _loaded_heavy(["import", "rig.pcapng", "-o", "out"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert list((tmp_path / "out").glob("*.wrtf"))  # the command did its work
+    assert heavy == set()

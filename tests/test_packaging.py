@@ -32,7 +32,7 @@ DISTRIBUTION = {
     "numpy": "numpy",
     "yaml": "PyYAML",
     "crc32c": "crc32c",
-    "dpkt": "dpkt",
+    "dpkt": "dpkt",  # the core's pcap/pcapng reader and the daemon's raw tap
     "Crypto": "pycryptodome",
     "hypercorn": "hypercorn",
     "starlette": "starlette",

@@ -1,7 +1,8 @@
 """Default values of the tunables that more than one layer (or the docs) quote.
 
 Stdlib only, no imports from the package: the pure layers (scheduler, decoders), the I/O layers
-(sources, recorder) and the daemon's config models all read their defaults from here, so a
+(sources, recorder), the importers (``wrtfd import`` without a config records as the daemon's
+built-in default would) and the daemon's config models all read their defaults from here, so a
 default lives in one place. What they mean is in ``docs/timing.md``; ``tests/test_docs.py``
 checks that the numbers the docs state equal these (and the config models' own defaults).
 """
@@ -16,10 +17,13 @@ __all__ = [
     "ENGINE_CLOSE_S",
     "ENGINE_TICK_S",
     "FSYNC_INTERVAL_S",
-    "RATE_HZ",
+    "RAW_TAP_MAX_BYTES",
+    "RECORDER_RATE_HZ",
+    "SESSION_IDLE_S",
     "SETTLE_S",
     "SYNC_EARLY_S",
     "TICK_JITTER_S",
+    "UDP_MAX_DATAGRAM_BYTES",
     "UDP_READ_INTERVAL_S",
 ]
 
@@ -33,14 +37,20 @@ CLOCK_OFFSET_STEP_S = 0.002
 CLOCK_DRIFT_WINDOW_S = 5.0
 #: Batched reads: how often a steady UDP feed's socket is read (seconds; 0: on arrival).
 UDP_READ_INTERVAL_S = 0.2
-
-# The durability bound's parts (docs/durability.md; wrtfd.recorder.durability computes the bound).
-#: Frames per second (``recorder.rate_hz``).
-RATE_HZ = 60
-#: How often the live engine hands frames to the writer thread.
-BATCH_S = 0.1
+#: Frames per second of a recording (``recorder.rate_hz``).
+RECORDER_RATE_HZ = 60
+#: A pause in every driving source longer than this ends the session (``recorder.session_idle_s``).
+SESSION_IDLE_S = 30.0
 #: Written data is fsynced at least this often (``recorder.fsync_interval_s``).
 FSYNC_INTERVAL_S = 1.0
+#: A UDP source drops larger datagrams as ``too_large`` (``max_datagram_bytes``).
+UDP_MAX_DATAGRAM_BYTES = 2048
+#: All raw tap files together stay under this many bytes (``recorder.raw_tap_max_bytes``, 1 GiB).
+RAW_TAP_MAX_BYTES = 1 << 30
+
+# The durability bound's parts (docs/durability.md; wrtfd.recorder.durability computes the bound).
+#: How often the live engine hands frames to the writer thread.
+BATCH_S = 0.1
 #: How long a session's first samples are watched before its tick grid is fixed.
 SETTLE_S = 0.5
 #: The live engine's step grid, and its longest pause while ticks, a session or data wait.

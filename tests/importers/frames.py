@@ -1,9 +1,10 @@
-"""Comparing recorded frames field by field (NaN equal to NaN; padding bytes not compared)."""
+"""Comparing recorded frames: field by field (NaN equal to NaN), and as the file's bytes."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from wrtfd.format import Reader
 from wrtfd.format.check import CHECK_FIELD
 
 
@@ -14,6 +15,7 @@ def assert_same_frames(a: np.ndarray, b: np.ndarray, where: str = "", *, top: bo
     file, the frame's offset), so the same frame in two files has two checks; each file's own
     checks are verified by the reader. Not ``tobytes()``: ``np.array`` copies of a file's frames
     copy fields, not padding bytes.
+    To compare bytes, compare the file's own (:func:`frame_bytes`).
     """
     assert a.dtype == b.dtype, where
     assert len(a) == len(b), (where, len(a), len(b))
@@ -25,3 +27,15 @@ def assert_same_frames(a: np.ndarray, b: np.ndarray, where: str = "", *, top: bo
         for name in a.dtype.names
         if not (top and name == CHECK_FIELD)
     )
+
+
+def frame_bytes(reader: Reader, session: int) -> bytes:
+    """The bytes of a session's frames as they are in the file (padding included), but for the
+    frame check's 8 bytes (zeroed here: they bind each frame to its own file)."""
+    frames = reader.frames(session)
+    raw = frames.view(np.uint8).reshape(len(frames), -1).copy()
+    fields = frames.dtype.fields or {}
+    if CHECK_FIELD in fields:
+        offset = fields[CHECK_FIELD][1]
+        raw[:, offset : offset + 8] = 0
+    return raw.tobytes()

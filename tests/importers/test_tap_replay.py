@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 import numpy as np
 
-from tests.importers.frames import assert_same_frames
+from tests.importers.frames import assert_same_frames, frame_bytes
 from tests.importers.test_pcap_import import paced_forza
 from tests.sources.test_udp_loopback_record import f1_stream
 from tests.sources.udp_replay import send_at
@@ -143,5 +143,9 @@ async def test_tap_replay_equals_the_live_recording(shared_data: Path, tmp_path:
         assert len(tap_headers) == len(live_headers)
         for tap_header, live_header in zip(tap_headers, live_headers, strict=True):
             assert_same_frames(tap_header, live_header, f"{name} session header")
+        with Reader(live[name]) as lr, Reader(imported[name]) as ir:  # byte for byte (padding too)
+            assert [frame_bytes(ir, i) for i in range(len(ir.sessions))] == [
+                frame_bytes(lr, i) for i in range(len(lr.sessions))
+            ]
     with Reader(imported["f1"]) as r:
         assert set(r.frames(0)["f1"].dtype.names or ()) >= {"rpm", "speed"}  # the config's mapping

@@ -274,3 +274,30 @@ def test_fuzz_packet_parser(linktype: int, frame: bytes) -> None:
         assert result in {"truncated_packet", "not_ip", "not_udp", "ip_fragment", "bad_header"}
     else:
         assert len(result.payload) <= len(frame) - 8
+
+
+def test_block_maker_makes_the_blocks_write_datagram_writes() -> None:
+    """The tap's batch path (blocks made, then one write) gives the same bytes as one write per packet."""
+    import io
+
+    one, batch = io.BytesIO(), io.BytesIO()
+    w1, w2 = PcapngWriter(one), PcapngWriter(batch)
+    for w in (w1, w2):
+        w.add_udp_interface("forza", "udp")
+        w.add_raw_interface("gps", "serial")
+    w1.write_datagram(0, T0_NS, ("10.0.0.7", 40000), ("10.0.0.2", 5301), b"x" * 331)
+    w1.write_datagram(0, T0_NS + 1, ("::1", 40000), ("::1", 5301), b"y" * 5)
+    w1.write_packet(1, T0_NS + 2, b"$GPRMC,1*00\r\n")
+    udp, raw = w2.block_maker(0), w2.block_maker(1)
+    w2.write_blocks(
+        [
+            udp(T0_NS, ("10.0.0.7", 40000), ("10.0.0.2", 5301), b"x" * 331),
+            udp(T0_NS + 1, ("::1", 40000), ("::1", 5301), b"y" * 5),
+            raw(T0_NS + 2, None, None, b"$GPRMC,1*00\r\n"),
+        ]
+    )
+    assert batch.getvalue() == one.getvalue()
+    with pytest.raises(ValueError, match="interface 2 was not added"):
+        w2.block_maker(2)
+    with pytest.raises(ValueError, match="cannot mix IPv4 and IPv6"):
+        udp(T0_NS, ("10.0.0.7", 1), ("::1", 2), b"")

@@ -94,6 +94,14 @@ async def test_live_recording_publishes_sessions_files_and_frames(out_dir: Path)
 async def test_no_observer_no_copy(out_dir: Path) -> None:
     hub = ObserverHub()
     assert not hub.wants_frames
+    events_only, frames_too = Collect(), Collect()
+    hub.add(events_only, frames=False)  # the raw tap's and the journal's way
+    assert not hub.wants_frames
+    hub.add(frames_too)
+    assert hub.wants_frames
+    hub.remove(frames_too)
+    hub.remove(events_only)
+    assert not hub.wants_frames
     live = LiveRecorder([GAME], _policy(out_dir), hub=hub, group="g")
     async with anyio.create_task_group() as tg:
         await tg.start(live.run)

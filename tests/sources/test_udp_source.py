@@ -238,3 +238,32 @@ async def test_read_interval_zero_reads_every_datagram_on_arrival() -> None:
             await until(lambda i=i: len(samples) > i)  # type: ignore[misc]  # one at a time
         tx.close()
     assert len(samples) == 20 and source.reads >= 20
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "127.0.0.1"])
+async def test_the_raw_tap_sees_every_datagram_before_any_check(host: str) -> None:
+    """The tap's hook gets every datagram (dropped ones too) with the receive time its sample
+    gets, the sender, and the address it was sent to (the kernel's, for a socket bound to every
+    address: 127.0.0.2 here, not 0.0.0.0)."""
+    samples: list[Sample] = []
+    raw: list[tuple[int, tuple[str, int] | None, tuple[str, int] | None, bytes]] = []
+    source = UdpSource("forza", ForzaDecoder(), host=host, port=0, allow_from=["127.0.0.1"],
+                       max_datagram_bytes=400)  # fmt: skip
+    source.raw_sink = lambda rx_ns, src, dst, data: raw.append((rx_ns, src, dst, data))
+    target = "127.0.0.2" if host == "0.0.0.0" else host
+    sent = [bytes(331), b"\x01" * 17, bytes(401), bytes(331)]
+    async with running(source, samples.append) as addr:
+        ok, stranger = sender("127.0.0.1"), sender("127.0.0.3")
+        for d in sent[:3]:
+            ok.sendto(d, (target, addr[1]))
+        stranger.sendto(sent[3], (target, addr[1]))
+        await until(lambda: source.stats.received == 4)
+        ok_addr, stranger_addr = ok.getsockname(), stranger.getsockname()
+        ok.close()
+        stranger.close()
+    assert len(samples) == 1 and source.stats.dropped.total() == 3
+    assert [r[3] for r in raw] == [sent[0], sent[1], bytes(401), sent[3]]  # 401: one byte past the limit
+    assert [r[1] for r in raw] == [ok_addr] * 3 + [stranger_addr]
+    assert {r[2] for r in raw} == {(target, addr[1])}
+    assert raw[0][0] == samples[0].rx_ns  # the tap's time is the sample's
+    assert [r[0] for r in raw] == sorted(r[0] for r in raw)

@@ -7,6 +7,10 @@ trying every parser (``--format`` overrides). Each importer module (``wrtfd.impo
 provides ``run_import(args) -> int`` and replays the foreign file through the same decoders,
 scheduler and recorder as live data, driven by the recorded timestamps; files appear only when
 complete. See docs/import.md.
+
+``--config DAEMON.toml`` (pcap, CAN and NMEA logs): the daemon builds the plan of its sources and
+groups (:mod:`wrtfd.daemon.import_plan`, imported here and only then: it needs the daemon extra)
+and hands it to the importer as data (``args.plan``); the importers never import the daemon.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 
 from wrtfd.errors import ImportFormatError
 
-__all__ = ["HEAD_BYTES", "IMPORTERS", "detect_format", "register"]
+__all__ = ["DAEMON_CONFIG_FORMATS", "HEAD_BYTES", "IMPORTERS", "detect_format", "register"]
 
 IMPORTERS: dict[str, str] = {
     "carla": "wrtfd.importers.carla",
@@ -30,6 +34,9 @@ IMPORTERS: dict[str, str] = {
     "nmea": "wrtfd.importers.nmea_log",
     "ibt": "wrtfd.importers.ibt",
 }
+
+#: Formats whose ``--config`` is a daemon config (for .zddsrec it is a channel mapping).
+DAEMON_CONFIG_FORMATS = frozenset({"pcap", "candump", "savvycan", "nmea"})
 
 #: How much of a file detection looks at.
 HEAD_BYTES = 4096
@@ -135,5 +142,22 @@ def register(subparsers: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     fmt = args.format or detect_format(args.file)
     args.format = fmt
+    args.plan = None
+    if args.config is not None and fmt in DAEMON_CONFIG_FORMATS:
+        args.plan = _daemon_plan(args.config)
     module = importlib.import_module(IMPORTERS[fmt])
     return int(module.run_import(args))
+
+
+def _daemon_plan(config: Path) -> Any:
+    """The daemon config's :class:`~wrtfd.importers.plan.ImportPlan` (the daemon builds it).
+
+    :raises MissingDependencyError: the daemon extra (pydantic) is not installed.
+    :raises ConfigError: the config is invalid.
+    """
+    from wrtfd._optional import require_all
+
+    require_all(["pydantic"], extra="daemon", purpose="wrtfd import --config")
+    from wrtfd.daemon.import_plan import build_import_plan
+
+    return build_import_plan(config)

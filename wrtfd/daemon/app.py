@@ -79,6 +79,7 @@ class Daemon:
         self.config = pipeline.loaded.config
         self.handles = pipeline.handles
         self.recorder = pipeline.recorder
+        self.tap = pipeline.tap
         self.output_dir = pipeline.output_dir
         self.env: Mapping[str, str] = os.environ if pipeline.env is None else pipeline.env
         self.notifier = Notifier(self.env)
@@ -135,6 +136,8 @@ class Daemon:
             snap_all["web"] = self.status_server.stats()
         if self.fleet is not None:
             snap_all["fleet"] = self.fleet.snapshot()
+        if self.tap is not None:
+            snap_all["tap"] = self.tap.snapshot()
         problems = health_problems(snap_all)
         snap_all["healthy"] = not problems
         snap_all["problems"] = problems
@@ -283,6 +286,8 @@ class Daemon:
         journal = start_journal(self.hub, interval_s=self.config.logging.repeat_interval_s)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._signals)
+            if self.tap is not None:
+                self.tap.start()  # before the sources: it takes their input from the first one
             if self.fleet is not None:  # before the recorder: it must see every file open
                 self.fleet.start()
                 tg.start_soon(self.fleet.run_status, self.snapshot)
@@ -305,6 +310,7 @@ class Daemon:
                     await self.status_server.aclose()
                 sources_tg.cancel_scope.cancel()
             await self._finalize()
+            await self._close_tap()
             tg.cancel_scope.cancel()
         journal.flush(final=True)  # the last files closed by the writer thread
         self.notifier.close()
@@ -361,6 +367,16 @@ class Daemon:
                 self._all_ready.set()
 
         await supervise(h.source, h.sink, h.backoff, on_ready=ready)
+
+    async def _close_tap(self) -> None:
+        """After the recorder closed its files (so did the tap's, on their events): write what the
+        tap holds and close it, off the loop, within the shutdown timeout."""
+        tap = self.tap
+        if tap is None:
+            return
+        timeout_s = self.config.daemon.shutdown_timeout_s
+        if not await anyio.to_thread.run_sync(tap.close, timeout_s):
+            log.error("raw tap: not closed within %.1f s; its last file may end with a torn block", timeout_s)
 
     async def _finalize(self) -> None:
         timeout_s = self.config.daemon.shutdown_timeout_s

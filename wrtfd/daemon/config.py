@@ -17,7 +17,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -34,7 +34,13 @@ from pydantic import (
 )
 
 from wrtfd.daemon.defaults import default_config_data, state_directory
-from wrtfd.defaults import UDP_READ_INTERVAL_S
+from wrtfd.defaults import (
+    RAW_TAP_MAX_BYTES,
+    RECORDER_RATE_HZ,
+    SESSION_IDLE_S,
+    UDP_MAX_DATAGRAM_BYTES,
+    UDP_READ_INTERVAL_S,
+)
 from wrtfd.errors import ConfigError
 from wrtfd.fleet.config import FleetConfig
 from wrtfd.recorder import durability
@@ -171,6 +177,9 @@ class _SourceBase(_Model):
     #: its own files. Unset: the shared group ``main``. The built-in default gives every game
     #: its own group, so the game that plays records a file with only its channels.
     group: Annotated[str, Field(pattern=SOURCE_NAME_PATTERN)] | None = None
+    #: Keep every input this source receives in its group's raw tap (pcapng beside the WRTF
+    #: file); None: as ``recorder.raw_tap`` says for the group.
+    raw_tap: bool | None = None
 
     @property
     def source_name(self) -> str:
@@ -213,7 +222,7 @@ class UdpSourceConfig(_SourceBase):
     port: Port | None = None
     #: Sender IPs or networks accepted ("192.168.1.0/24"); absent: anyone.
     allow_from: Annotated[tuple[str, ...], Field(strict=False)] | None = None
-    max_datagram_bytes: Annotated[int, Field(ge=1, le=65507)] = 2048
+    max_datagram_bytes: Annotated[int, Field(ge=1, le=65507)] = UDP_MAX_DATAGRAM_BYTES
     #: Kernel receive buffer: the only queue on the receive path.
     rcvbuf_bytes: Annotated[int, Field(ge=4096, le=1 << 28)] = 1 << 20
     #: A steady feed is read in batches this often (seconds; 0: on arrival). CPU against the
@@ -325,14 +334,14 @@ class RecorderConfig(_Model):
     output_dir: LoosePath = Path("recordings")
     #: File name template; None uses the recorder's default.
     file_template: str | None = None
-    rate_hz: Annotated[int, Field(ge=1, le=1000)] = 60
+    rate_hz: Annotated[int, Field(ge=1, le=1000)] = RECORDER_RATE_HZ
     #: Whose clock places samples: ``arrival`` (when they were received; what a live game
     #: needs) or ``source`` (the first driving source's own timestamps, for feeds that do not
     #: arrive in real time: an accelerated simulator, a logger dumping its memory, a replay).
     #: See docs/daemon.md, "Source clock".
     clock: Literal["arrival", "source"] = "arrival"
     #: A pause in every driving source longer than this ends the session.
-    session_idle_s: PositiveSeconds = 30.0
+    session_idle_s: PositiveSeconds = SESSION_IDLE_S
     max_session_s: PositiveSeconds | None = None
     rotate_bytes: Annotated[int, Field(ge=4096)] | None = None
     rotate_s: PositiveSeconds | None = None
@@ -352,6 +361,13 @@ class RecorderConfig(_Model):
     #: recording group, or a table ``{group = path}``. Relative to the config file.
     #: (``schema`` in the file; the attribute name avoids pydantic's deprecated ``schema()``.)
     frame_schema: PinnedSchema | None = Field(default=None, alias="schema")
+    #: The raw tap (pcapng files beside the WRTF files, docs/daemon.md): true for every group,
+    #: or the recording groups to tap; a source's own ``raw_tap`` overrides it.
+    raw_tap: (
+        bool | Annotated[tuple[Annotated[str, Field(pattern=SOURCE_NAME_PATTERN)], ...], Field(strict=False)]
+    ) = False
+    #: All tap files together stay under this; the oldest is removed first.
+    raw_tap_max_bytes: Annotated[int, Field(ge=1 << 20)] = RAW_TAP_MAX_BYTES
 
 
 class StatusConfig(_Model):
@@ -500,12 +516,7 @@ class Config(_Model):
         pinned = self.recorder.frame_schema
         groups = sorted({src.group_name for src in self.sources})
         if isinstance(pinned, dict):
-            unknown = sorted(set(pinned) - set(groups))
-            if unknown:
-                raise ValueError(
-                    f"recorder.schema: no recording group {', '.join(map(repr, unknown))}"
-                    f" (groups: {', '.join(groups)})"
-                )
+            _known_groups("recorder.schema", pinned, groups)
         elif pinned is not None and len(groups) > 1:
             raise ValueError(
                 f"recorder.schema: {len(groups)} recording groups ({', '.join(groups)}):"
@@ -517,6 +528,8 @@ class Config(_Model):
                 f"groups: no recording group {', '.join(map(repr, unknown_groups))}"
                 f" (groups: {', '.join(groups)})"
             )
+        if isinstance(self.recorder.raw_tap, tuple):
+            _known_groups("recorder.raw_tap", self.recorder.raw_tap, groups)
         bound: list[tuple[int, str, int]] = []
         for i, src in enumerate(self.sources):
             if isinstance(src, UdpSourceConfig | Gt7SourceConfig) and src.port is not None:
@@ -525,6 +538,15 @@ class Config(_Model):
                         raise ValueError(f"sources[{i}] and sources[{j}] both listen on UDP port {port}")
                 bound.append((i, src.host, src.port))
         return self
+
+
+def _known_groups(key: str, named: Iterable[str], groups: Sequence[str]) -> None:
+    """:raises ValueError: ``named`` holds a name that is not one of the recording ``groups``."""
+    unknown = sorted(set(named) - set(groups))
+    if unknown:
+        raise ValueError(
+            f"{key}: no recording group {', '.join(map(repr, unknown))} (groups: {', '.join(groups)})"
+        )
 
 
 class LoadedConfig(BaseModel):
@@ -552,6 +574,13 @@ class LoadedConfig(BaseModel):
 
     def track_path(self, src: _SourceBase) -> Path | None:
         return None if src.track is None else self.resolve(src.track)
+
+    def tapped(self, src: _SourceBase) -> bool:
+        """Whether the raw tap keeps ``src``'s input (its own ``raw_tap``, else its group's)."""
+        if src.raw_tap is not None:
+            return src.raw_tap
+        tap = self.config.recorder.raw_tap
+        return tap if isinstance(tap, bool) else src.group_name in tap
 
     def schema_path(self, group: str) -> Path | None:
         """The definition ``recorder.schema`` pins for ``group`` (None: not pinned)."""

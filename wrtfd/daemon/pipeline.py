@@ -21,6 +21,7 @@ from wrtfd.recorder.observe import ObserverHub
 from wrtfd.sources.base import SampleSink, Source
 
 if TYPE_CHECKING:
+    from wrtfd.recorder.tap import RawTap
     from wrtfd.tracks.lapchannels import LapChannels
 
 __all__ = ["BuiltSource", "FleetLink", "Pipeline", "SourceHandle"]
@@ -84,3 +85,5 @@ class Pipeline:
     hub: ObserverHub = field(default_factory=ObserverHub)
     #: The fleet publisher (``[fleet]``), an observer of ``hub``; None without a fleet.
     fleet: FleetLink | None = None
+    #: The raw tap (``raw_tap``), an observer on ``hub``; None when no source is tapped.
+    tap: RawTap | None = None

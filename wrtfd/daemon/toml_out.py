@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["dumps"]
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _string(text: str) -> str:
@@ -32,7 +32,7 @@ def _string(text: str) -> str:
 
 
 def _key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else _string(key)
+    return key if _BARE_KEY.fullmatch(key) else _string(key)  # (fullmatch: "$" allows a final "\n")
 
 
 def _value(value: Any) -> str:

@@ -34,6 +34,7 @@ from wrtfd.daemon.config import (
 from wrtfd.daemon.mapping import SampleTransform, apply_mapping
 from wrtfd.daemon.pipeline import BuiltSource, Pipeline, SourceHandle
 from wrtfd.daemon.supervise import Backoff
+from wrtfd.daemon.tap import build_tap
 from wrtfd.decoders.base import Decoder, Sample
 from wrtfd.errors import ConfigError, WrtfdError
 from wrtfd.format.check import with_check
@@ -456,6 +457,7 @@ def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Pipel
     output_dir = loaded.output_dir(env)
     hub = ObserverHub()
     recorder = _recorder(loaded, built, output_dir, env, hub=hub)
+    tap = build_tap(loaded, built, output_dir, hub)
     handles = [
         SourceHandle(
             config=b.config,
@@ -477,6 +479,7 @@ def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Pipel
         env=env,
         hub=hub,
         fleet=fleet,
+        tap=tap,
     )
 
 

@@ -9,7 +9,7 @@ Each decoder module named in :data:`PROTOCOL_MODULES` defines a module-level ``P
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,8 @@ from typing import Any
 from wrtfd.errors import ConfigError
 
 __all__ = [
+    "CLIENT_PROTOCOLS",
+    "PORT_PREFERENCE",
     "PROTOCOL_MODULES",
     "SCHEMA_DIR",
     "ProtocolInfo",
@@ -25,6 +27,7 @@ __all__ = [
     "get",
     "make_decoder",
     "sniffers",
+    "usual_udp_ports",
 ]
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
@@ -64,6 +67,46 @@ class ProtocolInfo:
     #: or header fields alone (``(bytes) -> bool``, pure and cheap, no decoding): how an
     #: import recognises a game on a port it does not know. None: not recognisable by content.
     sniff: str | None = None
+
+
+#: Who wins a shared usual port, most popular first; protocols not listed follow in name order
+#: (F1 and the Codemasters "extradata" format both use 20777).
+PORT_PREFERENCE: tuple[str, ...] = (
+    "forza",
+    "f1",
+    "outgauge",
+    "outsim",
+    "codemasters",
+    "dirt",
+    # Project CARS 2 / AMS2 ("Project CARS 2" protocol, their default) before PC1 on 5606
+    "pcars2",
+    "pcars",
+)
+
+#: UDP protocols where *we* contact the game (a handshake, a registration): they need the game's
+#: address, so nothing listens for them on a usual port.
+CLIENT_PROTOCOLS: frozenset[str] = frozenset({"assetto_corsa", "gt7", "acc"})
+
+
+def usual_udp_ports(protocols: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """``(protocol, port)`` of every game listened for on its usual UDP port, one per port.
+
+    ``protocols`` is ``{name: ProtocolInfo}`` (:func:`all_protocols`). This is the routing of
+    the daemon's built-in default (:mod:`wrtfd.daemon.defaults`) and of ``wrtfd import`` without
+    a config, so both read it from here.
+    """
+    rank = {name: i for i, name in enumerate(PORT_PREFERENCE)}
+    out: list[tuple[str, int]] = []
+    taken: set[int] = set()
+    for name in sorted(protocols, key=lambda n: (rank.get(n, len(rank)), n)):
+        info = protocols[name]
+        port = getattr(info, "default_port", None)
+        if getattr(info, "transport", None) != "udp" or port is None or name in CLIENT_PROTOCOLS:
+            continue
+        if port not in taken:
+            taken.add(port)
+            out.append((name, port))
+    return out
 
 
 def all_protocols() -> dict[str, ProtocolInfo]:

@@ -99,7 +99,7 @@ def _parse_fields(fields: Sequence[Mapping[str, Any]]) -> list[FieldSpec]:
         if extra:
             raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
         name = raw.get("name")
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ConfigError(f"{where}.name: {name!r} is not a valid name")
         typ = raw.get("type")
         if typ not in TYPES:
@@ -111,7 +111,7 @@ def _parse_fields(fields: Sequence[Mapping[str, Any]]) -> list[FieldSpec]:
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < MAX_DATAGRAM:
             raise ConfigError(f"{where}.offset: {offset!r} is not a byte offset")
         channel = raw.get("channel", name)
-        if not isinstance(channel, str) or not _NAME.match(channel):
+        if not isinstance(channel, str) or not _NAME.fullmatch(channel):
             raise ConfigError(f"{where}.channel: {channel!r} is not a valid name")
         scale = _opt_float(raw, "scale", where)
         bias = _opt_float(raw, "bias", where)

@@ -159,7 +159,7 @@ def load_channels(path: Path) -> dict[str, Channel]:
         if not isinstance(entry, dict):
             raise ConfigError(f"{where}: expected an object with id and type")
         cid = entry.get("id")
-        if not isinstance(cid, str) or not _ID.match(cid):
+        if not isinstance(cid, str) or not _ID.fullmatch(cid):
             raise ConfigError(f"{where}.id: {cid!r} is not a channel id (lowercase letters, digits, _)")
         ctype = entry.get("type")
         if not isinstance(ctype, str) or ctype.lower() not in TYPES:

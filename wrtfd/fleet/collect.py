@@ -65,7 +65,7 @@ def safe_relative(name: str) -> Path | None:
     if len(parts) > MAX_DEPTH:
         return None
     for part in parts:
-        if part in (".", "..") or not _COMPONENT.match(part) or part.startswith("."):
+        if part in (".", "..") or not _COMPONENT.fullmatch(part) or part.startswith("."):
             return None
     return Path(*parts)
 

@@ -232,7 +232,7 @@ def fleet_settings(
         reconnect_wait_s=cfg.reconnect_wait_s,
     )
     rig = cfg.rig if cfg.rig is not None else default_rig()
-    if not _RIG_RE.match(rig):
+    if not _RIG_RE.fullmatch(rig):
         raise ConfigError(f"{where}.rig: {rig!r} is not a usable rig name (letters, digits, _ and -)")
     return FleetSettings(
         connect=connect,

@@ -39,6 +39,7 @@ from wrtfd.decoders.candump import MAX_LINE_BYTES, parse_candump
 from wrtfd.decoders.savvycan import SavvycanColumns, is_savvycan_header, parse_savvycan_row
 from wrtfd.errors import ConfigError, DecodeError, ImportFormatError
 from wrtfd.importers.output import check_output, place_outputs, staging_dir
+from wrtfd.importers.plan import ImportPlan, add_groups
 from wrtfd.importers.replay import GroupPlan, GroupReplay
 from wrtfd.importers.report import ImportReport, Progress, refuse_options
 
@@ -232,7 +233,7 @@ def _dbc_buses(
 
 
 def _config_buses(
-    config: Path,
+    plan: ImportPlan,
     buses: list[str],
     groups: GroupReplay,
     staging: Path,
@@ -242,12 +243,9 @@ def _config_buses(
 ) -> BusRoutes:
     """``--config``: each bus goes to the config's SLCAN source of the same name (``busN``/``N``
     for its number), or to the only one when the config and the log have one each."""
-    from wrtfd.importers.daemon_config import ConfigGroups, load_daemon_config
-
-    sources = ConfigGroups(
-        load_daemon_config(config), groups, staging=staging, rate_hz=rate_hz, metadata=metadata
-    ).of_protocol("slcan")
-    by_name = {b.source.name: b for b in sources}
+    add_groups(plan, groups, staging=staging, rate_hz=rate_hz, metadata=metadata)
+    sources = plan.of_protocol("slcan")
+    by_name = {s.name: s for s in sources}
     routes: BusRoutes = {}
     for bus in buses:
         number = _bus_number(bus)
@@ -260,8 +258,9 @@ def _config_buses(
         if built is None:
             report.notes.append(f"bus {bus}: no SLCAN source of the config is named after it, not recorded")
             continue
-        routes[bus] = (built.source.name, built.source.decoder.can.decode_values, built.transform)
-        report.notes.append(f"bus {bus} -> source {built.source.name} (config)")
+        decoder: Any = built.decoder
+        routes[bus] = (built.name, decoder.can.decode_values, built.transform)
+        report.notes.append(f"bus {bus} -> source {built.name} (config)")
     return routes
 
 
@@ -300,12 +299,13 @@ def import_can_log(
     *,
     fmt: str,
     dbc: list[str],
-    config: Path | None = None,
+    plan: ImportPlan | None = None,
     rate_hz: int | None = None,
     start_timestamp_us: int | None = None,
     force: bool = False,
 ) -> ImportReport:
     """Import a candump (``fmt="candump"``) or SavvyCAN (``"savvycan"``) log; see the module docstring.
+    ``plan``: a daemon config's (``--config``, built by the daemon for the command).
 
     :raises ConfigError: bad ``--dbc`` values, a DBC that does not load, a bad ``--config``.
     :raises ImportFormatError: nothing to import, an output that exists, too many buses.
@@ -316,9 +316,9 @@ def import_can_log(
     rate = rate_hz if rate_hz is not None else DEFAULT_RATE_HZ
     if rate <= 0:
         raise ImportFormatError(f"--rate must be a positive number of Hz, not {rate}")
-    if config is not None and dbc:
+    if plan is not None and dbc:
         raise ConfigError("--config and --dbc: the config's CAN sources name their DBC files")
-    if config is None:
+    if plan is None:
         parse_dbc_options(dbc)  # fail on bad values before reading anything
     read, first = _reader(path, fmt)
     buses: list[str] = []
@@ -347,8 +347,8 @@ def import_can_log(
     metadata = {"import.file": path.name, "import.format": fmt}
     with staging_dir(output) as staging:
         groups = GroupReplay()
-        if config is not None:
-            buses_to = _config_buses(config, buses, groups, staging, rate_hz, metadata, report)
+        if plan is not None:
+            buses_to = _config_buses(plan, buses, groups, staging, rate_hz, metadata, report)
         else:
             buses_to = _dbc_buses(dbc, buses, groups, staging, rate, metadata, report)
         if not buses_to:
@@ -357,7 +357,7 @@ def import_can_log(
             )
         progress = Progress(path.name, path.stat().st_size)
         frames = _frames(path, read, first, report, progress)
-        unrouted = "no_dbc" if config is None else "no_source"
+        unrouted = "no_dbc" if plan is None else "no_source"
         written = groups.record(_samples(frames, buses_to, offset_ns, report, unrouted))
         progress.done()
         report.check_any()
@@ -373,7 +373,7 @@ def run_import(args: argparse.Namespace) -> int:
         args.output,
         fmt=args.format,
         dbc=args.dbc,
-        config=args.config,
+        plan=getattr(args, "plan", None),
         rate_hz=args.rate,
         start_timestamp_us=args.start_timestamp,
         force=args.force,

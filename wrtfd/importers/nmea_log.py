@@ -40,6 +40,7 @@ from wrtfd.decoders.base import Sample
 from wrtfd.decoders.nmea import NmeaDecoder
 from wrtfd.errors import ConfigError, DecodeError, ImportFormatError
 from wrtfd.importers.output import check_output, place_outputs, staging_dir
+from wrtfd.importers.plan import ImportPlan, add_groups
 from wrtfd.importers.replay import GroupPlan, GroupReplay
 from wrtfd.importers.report import ImportReport, Progress, refuse_options
 
@@ -158,12 +159,13 @@ def import_nmea_log(
     path: Path,
     output: Path,
     *,
-    config: Path | None = None,
+    plan: ImportPlan | None = None,
     rate_hz: int | None = None,
     start_timestamp_us: int | None = None,
     force: bool = False,
 ) -> ImportReport:
-    """Import an NMEA log; see the module docstring.
+    """Import an NMEA log; see the module docstring. ``plan``: a daemon config's (``--config``,
+    built by the daemon for the command).
 
     :raises ImportFormatError: nothing to import (no dated fix), an output that exists, a bad option.
     :raises ConfigError: a bad ``--config``, or one without exactly one NMEA source.
@@ -186,17 +188,13 @@ def import_nmea_log(
     metadata = {"import.file": path.name, "import.format": "nmea"}
     with staging_dir(output) as staging:
         groups = GroupReplay(wall_us=lambda rx_ns: (rx_ns + shift_ns) // 1000)
-        if config is not None:
-            from wrtfd.importers.daemon_config import ConfigGroups, load_daemon_config
-
-            loaded = load_daemon_config(config)
-            sources = ConfigGroups(
-                loaded, groups, staging=staging, rate_hz=rate_hz, metadata=metadata
-            ).of_protocol("nmea")
+        if plan is not None:
+            add_groups(plan, groups, staging=staging, rate_hz=rate_hz, metadata=metadata)
+            sources = plan.of_protocol("nmea")
             if len(sources) != 1:
-                raise ConfigError(f"{config}: {len(sources)} NMEA sources; the log feeds exactly one")
-            built = sources[0]
-            samples = _samples(path, report, built.source.decoder, built.source.name, built.transform)
+                raise ConfigError(f"{plan.origin}: {len(sources)} NMEA sources; the log feeds exactly one")
+            gps = sources[0]
+            samples = _samples(path, report, gps.decoder, gps.name, gps.transform)
         else:
             rate = rate_hz or receiver_rate_hz(times)
             policy = RecorderPolicy(output_dir=staging, rate_hz=rate, session_idle_s=30.0)
@@ -215,7 +213,7 @@ def run_import(args: argparse.Namespace) -> int:
     report = import_nmea_log(
         args.file,
         args.output,
-        config=args.config,
+        plan=getattr(args, "plan", None),
         rate_hz=args.rate,
         start_timestamp_us=args.start_timestamp,
         force=args.force,

@@ -5,11 +5,13 @@ source's decoder, the scheduler and the recorder, driven by the capture's timest
 
 * ``--config DAEMON.toml``: the config's UDP sources (port, host, protocol, decoder options,
   mapping, track, recording group) and its ``[recorder]`` policy, built by the daemon's own
-  wiring without binding anything. A datagram to a port no source listens on is dropped
-  (``no_source``), as the daemon never receives it. Each recording group holds all its sources,
-  serial ones too (never fed by a capture, until the tap's serial interfaces are replayed), so
-  the frame layout is the live file's. So a raw tap of the daemon replays into the recording
-  the daemon made.
+  wiring without binding anything (an :class:`~wrtfd.importers.plan.ImportPlan`). A datagram
+  to a port no source listens on is dropped (``no_source``), as the daemon never receives it.
+  Each recording group holds all its sources, so the frame layout is the live file's. The raw
+  tap's serial interfaces (link type USER0, named after their source) are fed to that serial
+  line source's framer and decoder, chunk by chunk, as the live source was
+  (:class:`~wrtfd.decoders.lines.LineFeed`). So a raw tap of the daemon replays into the
+  recording the daemon made.
 * without ``--config``: the built-in default (every game on its usual port, each game its own
   recording group). ``--protocol NAME`` says every datagram is NAME; ``--protocol PORT=NAME``
   names the game on one port. A datagram to any other port is recognised by its content: each
@@ -29,15 +31,17 @@ from __future__ import annotations
 import argparse
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from wrtfd.decoders import registry
 from wrtfd.decoders.base import Sample
+from wrtfd.decoders.lines import LineFeed
 from wrtfd.errors import ConfigError, DecodeError, ImportFormatError
-from wrtfd.importers.daemon_config import ConfigGroups
 from wrtfd.importers.output import check_output, place_outputs, staging_dir
-from wrtfd.importers.replay import GroupReplay
+from wrtfd.importers.plan import ImportPlan, PlanSource, add_groups, default_plan, udp_source
+from wrtfd.importers.replay import GroupPlan, GroupReplay
 from wrtfd.importers.report import ImportReport, Progress
 from wrtfd.pcap.links import LINKTYPE_USER0, SUPPORTED_LINK_TYPES, parse_udp
 from wrtfd.pcap.reader import CaptureReader
@@ -52,19 +56,50 @@ _ANY_HOST = frozenset({"0.0.0.0", "::"})
 class _Route:
     """One source of the import: what the daemon's UdpSource does with a datagram, minus the socket."""
 
-    __slots__ = ("allow", "decode", "delivered", "group", "last_key", "max_bytes", "name", "transform")
+    __slots__ = (
+        "allows",
+        "decode",
+        "delivered",
+        "group",
+        "last_key",
+        "last_ns",
+        "max_bytes",
+        "name",
+        "transform",
+    )
 
-    def __init__(self, built: Any) -> None:
-        src = built.config
-        source = built.source
-        self.name: str = source.name
-        self.group: str = src.group_name
+    def __init__(self, source: PlanSource) -> None:
+        if source.decoder is None:  # pragma: no cover - UDP sources always have a decoder
+            raise ConfigError(f"source {source.name!r} has no decoder")
+        self.name = source.name
+        self.group = source.group
         self.decode: Callable[[bytes], Any] = source.decoder.decode
-        self.transform = built.transform
-        self.allow = getattr(source, "allow", None)
-        self.max_bytes: int = getattr(source, "max_datagram_bytes", 65507)
+        self.transform = source.transform
+        self.allows = source.allows
+        self.max_bytes = source.max_datagram_bytes
         self.last_key: object = None
+        self.last_ns = -1  # the source's newest receive time (its samples never go back in time)
         self.delivered = 0
+
+
+class _LineRoute:
+    """A serial line source fed the raw chunks of its tap interface, as its live source was."""
+
+    __slots__ = ("feed", "last_ns", "name", "sink")
+
+    def __init__(self, source: PlanSource, lines: tuple[bytes, int], push: Callable[[Sample], None]) -> None:
+        if source.decoder is None:  # pragma: no cover - serial sources always have a decoder
+            raise ConfigError(f"source {source.name!r} has no decoder")
+        self.name = source.name
+        delimiters, max_line_bytes = lines
+        self.feed = LineFeed(
+            source.name, source.decoder, delimiters=delimiters, max_line_bytes=max_line_bytes
+        )
+        self.last_ns = -1
+        transform = source.transform
+        self.sink: Callable[[Sample], None] = (
+            push if transform is None else (lambda sample: push(transform(sample)))
+        )
 
 
 class _Flow:
@@ -107,7 +142,7 @@ class _CaptureImport:
 
     def __init__(
         self,
-        loaded: Any,
+        plan: ImportPlan,
         *,
         every: str | None,
         staging: Path,
@@ -115,43 +150,39 @@ class _CaptureImport:
         report: ImportReport,
         groups: GroupReplay,
     ) -> None:
-        from wrtfd.daemon.config import AssettoCorsaSourceConfig, UdpSourceConfig
-        from wrtfd.decoders import registry
-
         self.report = report
         self.every = every
-        self.config = ConfigGroups(
-            loaded,
-            groups,
-            staging=staging,
-            rate_hz=rate_hz,
-            metadata={"import.file": report.source.name, "import.format": "capture"},
-        )
-        self.names = set(self.config.built)
+        self.groups = groups
+        self.metadata = {"import.file": report.source.name, "import.format": "capture"}
+        self.policy = add_groups(plan, groups, staging=staging, rate_hz=rate_hz, metadata=self.metadata)
+        self.names = {s.name for s in plan.sources}
         #: dst port -> routes (a host-bound source first, then the any-address one)
         self.by_port: dict[int, list[tuple[bytes | None, _Route]]] = {}
         #: the game's (src) port -> routes, for sources that contact the game (Assetto Corsa)
         self.by_game_port: dict[int, list[tuple[bytes | None, _Route]]] = {}
+        #: the tap's raw interfaces, by name -> the serial line source of that name
+        self.by_interface: dict[str, _LineRoute] = {}
         self.every_route: _Route | None = None
         self.by_name: dict[str, _Route] = {}
-        for b in self.config.built.values():
-            src = b.config
-            if isinstance(src, UdpSourceConfig):
-                port = src.port if src.port is not None else registry.get(src.protocol).default_port
+        self.held = 0
+        for src in plan.sources:
+            if src.kind == "udp":
                 table = self.by_port
-                host = src.host
-            elif isinstance(src, AssettoCorsaSourceConfig):
-                port, table, host = src.port, self.by_game_port, src.host
+            elif src.kind == "peer":
+                table = self.by_game_port
             else:
-                report.notes.append(f"source {src.source_name!r} ({src.kind}) is not in a capture's UDP")
+                if src.lines is not None:
+                    self.by_interface[src.name] = _LineRoute(src, src.lines, groups.push)
+                    continue
+                report.notes.append(f"source {src.name!r} ({src.kind}) is not in a capture's UDP")
                 continue
-            route = _Route(b)
+            route = _Route(src)
             self.by_name[route.name] = route
             if every is not None:
                 self.every_route = route
-            entries = table.setdefault(int(port or 0), [])
-            entries.insert(0 if host not in _ANY_HOST else len(entries), (_packed(host), route))
-        self.sniffers = registry.sniffers("udp") if loaded.origin == "built-in default" else {}
+            entries = table.setdefault(int(src.port or 0), [])
+            entries.insert(0 if src.host not in _ANY_HOST else len(entries), (_packed(src.host), route))
+        self.sniffers = registry.sniffers("udp") if plan.is_default else {}
         self.push = groups.push
         self.flows: dict[int, _Flow] = {}
 
@@ -174,8 +205,12 @@ class _CaptureImport:
         return flow.route if flow.route is not None else flow
 
     def deliver(self, route: _Route, ts_ns: int, sender: bytes, payload: bytes) -> None:
-        """What UdpSource's handler does with a datagram (allowlist, size, decode, session key)."""
-        if route.allow is not None and not route.allow.allows(_text(sender)):
+        """What UdpSource's handler does with a datagram (clamp, allowlist, size, decode, session key)."""
+        if ts_ns < route.last_ns:  # a merged or re-ordered capture: the source's time never goes back
+            ts_ns = route.last_ns
+            self.held += 1
+        route.last_ns = ts_ns
+        if route.allows is not None and not route.allows(_text(sender)):
             self.report.drop(f"{route.name}: sender_not_allowed")
             return
         if len(payload) > route.max_bytes:
@@ -209,6 +244,14 @@ class _CaptureImport:
         route.delivered += 1
         self.push(sample)
 
+    def feed_lines(self, route: _LineRoute, ts_ns: int, data: bytes) -> int:
+        """Raw serial bytes of the tap, to their line source; returns the samples it made."""
+        if ts_ns < route.last_ns:
+            ts_ns = route.last_ns
+            self.held += 1
+        route.last_ns = ts_ns
+        return route.feed.feed(ts_ns, data, route.sink)[1]
+
     def sniff(self, flow: _Flow, dport: int, ts_ns: int, sender: bytes, payload: bytes) -> None:
         """Narrow the flow's candidates with one more datagram; decide when one is left."""
         if not flow.candidates:
@@ -228,11 +271,15 @@ class _CaptureImport:
             self._ambiguous(dport, flow)
             flow.candidates = set()
 
-    def finish_flows(self) -> None:
-        """Flows still undecided at the end of the capture: their datagrams are dropped."""
+    def finish(self) -> None:
+        """Flows still undecided at the end of the capture: their datagrams are dropped; the line
+        sources' drops are counted under their names."""
         for dport, flow in self.flows.items():
             if flow.pending:
                 self._ambiguous(dport, flow)
+        for line_route in self.by_interface.values():
+            for reason, n in line_route.feed.drops.as_dict().items():
+                self.report.drop(f"{line_route.name}: {reason}", n)
 
     def _ambiguous(self, dport: int, flow: _Flow) -> None:
         self.report.drop("ambiguous_protocol", len(flow.pending))
@@ -251,10 +298,9 @@ class _CaptureImport:
             return idle
         name = protocol if protocol not in self.names else f"{protocol}_{port}"
         self.names.add(name)
-        built = self.config.add_source(
-            {"kind": "udp", "name": name, "protocol": protocol, "port": port, "group": name}
-        )
-        route = self.by_name[name] = _Route(built)
+        source = udp_source(name, protocol, port)
+        self.groups.add(GroupPlan(name, [source.spec], self.policy, (), dict(self.metadata)))
+        route = self.by_name[name] = _Route(source)
         return route
 
 
@@ -268,52 +314,22 @@ def _text(raw: bytes) -> str:
     return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
 
 
-def _loaded_config(config: Path | None, every: str | None, ports: Mapping[int, str]) -> Any:
-    """The daemon config the import routes by: the file, or the built-in default (+ --protocol)."""
-    from wrtfd.daemon.config import LoadedConfig, check_protocols, load_config, parse_config
-    from wrtfd.daemon.defaults import default_config_data
-    from wrtfd.decoders import registry
-
-    if config is not None:
-        if every is not None or ports:
-            raise ConfigError("--protocol and --config: the config already says which port is which game")
-        return load_config(config)
-    if every is not None:
-        info = registry.get(every)
-        port = info.default_port or 1
-        data: dict[str, Any] = {
-            "sources": [{"kind": "udp", "name": every, "protocol": every, "port": port, "group": every}]
-        }
-    else:
-        data = default_config_data(registry.all_protocols(), {})
-        named = set(ports.values())  # the game is on the port given, not on its usual one
-        data["sources"] = [s for s in data["sources"] if s["port"] not in ports and s["name"] not in named]
-        for port, name in sorted(ports.items()):
-            taken = {s["name"] for s in data["sources"]}
-            label = name if name not in taken else f"{name}_{port}"
-            data["sources"].append(
-                {"kind": "udp", "name": label, "protocol": name, "port": port, "group": label}
-            )
-    origin = "--protocol" if every is not None or ports else "built-in default"
-    parsed = parse_config(data, origin)
-    check_protocols(parsed, origin)
-    return LoadedConfig(config=parsed, origin=origin, base_dir=Path.cwd())
-
-
 def import_capture(
     path: Path,
     output: Path,
     *,
-    config: Path | None = None,
+    plan: ImportPlan | None = None,
     protocols: list[str] | None = None,
     rate_hz: int | None = None,
     start_timestamp_us: int | None = None,
     force: bool = False,
 ) -> ImportReport:
-    """Import a pcap/pcapng capture; see the module docstring.
+    """Import a pcap/pcapng capture; see the module docstring. ``plan``: a daemon config's
+    (``--config``, built by :func:`wrtfd.daemon.import_plan.build_import_plan`); None: the
+    built-in default, with ``protocols`` (``--protocol``) applied.
 
     :raises ImportFormatError: not a capture, nothing importable, an output that exists.
-    :raises ConfigError: a bad ``--config`` or ``--protocol``.
+    :raises ConfigError: a bad ``--protocol``, or one given with a plan.
     :raises OSError: reading the capture or writing the output.
     """
     if output.suffix == ".wrtf":
@@ -321,7 +337,10 @@ def import_capture(
     if rate_hz is not None and rate_hz <= 0:
         raise ImportFormatError(f"--rate must be a positive number of Hz, not {rate_hz}")
     every, ports = parse_protocol_options(protocols or [])
-    loaded = _loaded_config(config, every, ports)
+    if plan is None:
+        plan = default_plan(every, ports)
+    elif every is not None or ports:
+        raise ConfigError("--protocol and --config: the config already says which port is which game")
     report = ImportReport(path, "datagrams")
     first_ns: list[int] = []
 
@@ -334,7 +353,7 @@ def import_capture(
         groups = GroupReplay(wall_us=wall_us)
         try:
             state = _CaptureImport(
-                loaded, every=every, staging=staging, rate_hz=rate_hz, report=report, groups=groups
+                plan, every=every, staging=staging, rate_hz=rate_hz, report=report, groups=groups
             )
             _run(reader, state, report, first_ns)
             written = groups.finish()
@@ -355,15 +374,26 @@ def _run(reader: CaptureReader, state: _CaptureImport, report: ImportReport, fir
     deliver = state.deliver
     drop = report.drop
     cache: dict[tuple[bytes, int, bytes, int], Any] = {}
-    last_ns = -1
-    held = 0
+    lines_of = state.by_interface
     read = 0
+    line_samples = 0
     for n, (ts_ns, index, data) in enumerate(reader.packets(), 1):
         if n & 0x3FFF == 0:
             progress.update(reader.position)
-        linktype = interfaces[index].linktype
+        interface = interfaces[index]
+        linktype = interface.linktype
         if linktype is None or linktype not in SUPPORTED_LINK_TYPES:
-            drop("raw_data" if linktype == LINKTYPE_USER0 else "unsupported_link_type")
+            if linktype != LINKTYPE_USER0:
+                drop("unsupported_link_type")
+                continue
+            line_route = lines_of.get(interface.name)
+            if line_route is None:
+                drop("raw_data")
+                continue
+            read += 1
+            if not first_ns:
+                first_ns.append(ts_ns)
+            line_samples += state.feed_lines(line_route, ts_ns, data)
             continue
         datagram = parse_udp(linktype, data, ts_ns)
         if isinstance(datagram, str):
@@ -372,10 +402,6 @@ def _run(reader: CaptureReader, state: _CaptureImport, report: ImportReport, fir
         read += 1
         if not first_ns:
             first_ns.append(ts_ns)
-        if ts_ns < last_ns:  # a merged or re-ordered capture: keep time from running backwards
-            ts_ns = last_ns
-            held += 1
-        last_ns = ts_ns
         key = (datagram.src, datagram.src_port, datagram.dst, datagram.dst_port)
         route = cache.get(key)
         if route is None or isinstance(route, _Flow):
@@ -390,21 +416,24 @@ def _run(reader: CaptureReader, state: _CaptureImport, report: ImportReport, fir
         else:
             state.sniff(route, datagram.dst_port, ts_ns, datagram.src, datagram.payload)
     report.read = read
-    state.finish_flows()
+    state.finish()
     progress.done()
-    report.samples = sum(r.delivered for r in state.by_name.values())
-    if held:
-        report.notes.append(f"{held} datagrams stamped before the previous one were held at its time")
+    report.samples = sum(r.delivered for r in state.by_name.values()) + line_samples
+    if state.held:
+        report.notes.append(
+            f"{state.held} inputs stamped before their source's previous one were held at its time"
+        )
 
 
 def run_import(args: argparse.Namespace) -> int:
-    """Entry point for ``wrtfd import CAPTURE`` (see ``wrtfd.cli.import_cmd``)."""
+    """Entry point for ``wrtfd import CAPTURE`` (see ``wrtfd.cli.import_cmd``); ``args.plan``
+    is the ``--config`` file's plan, built by the command."""
     if getattr(args, "track", None) is not None:
         raise ImportFormatError("--track with a capture: give the source a `track` in a --config file")
     report = import_capture(
         args.file,
         args.output,
-        config=args.config,
+        plan=getattr(args, "plan", None),
         protocols=args.protocol,
         rate_hz=args.rate,
         start_timestamp_us=args.start_timestamp,

@@ -23,7 +23,8 @@ Interfaces must be added before the first packet.
 from __future__ import annotations
 
 import struct
-from typing import BinaryIO
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 from dpkt import pcapng as dpkt_pcapng
 
@@ -130,6 +131,51 @@ class PcapngWriter:
                     self._headers.clear()
                 self._headers[key] = header
         self.write_packet(interface, ts_ns, header + payload)
+
+    def block_maker(self, interface: int) -> Callable[[int, Any, Any, bytes], bytes]:
+        """A function ``(ts_ns, src, dst, data) -> bytes`` making the Enhanced Packet Blocks of
+        ``interface`` without writing them (``src``/``dst``: the datagram's addresses on a UDP
+        interface, ignored on a raw one): for a writer of many packets at a time, who writes
+        the blocks with :meth:`write_blocks` (what :meth:`write_datagram` does, in fewer steps).
+
+        :raises ValueError: an unknown interface; from the maker: as :meth:`write_datagram`.
+        """
+        if not 0 <= interface < len(self._interfaces):
+            raise ValueError(f"interface {interface} was not added ({len(self._interfaces)} are)")
+        self._started = True
+        pack = self._epb.pack
+        head_size = self._epb.size + 4
+        epb = self._epb_type
+        join = b"".join
+        pad = _PAD
+        udp = self._interfaces[interface] == LINKTYPE_RAW
+        headers = self._headers
+
+        def make(ts_ns: int, src: Any, dst: Any, data: bytes) -> bytes:
+            if udp:
+                key = (src, dst, len(data))
+                header = headers.get(key)
+                if header is None:
+                    header = build_udp_header(src, dst, data)
+                    if len(header) == 28:  # IPv4: reusable (see write_datagram)
+                        if len(headers) >= _HEADER_CACHE_ENTRIES:
+                            headers.clear()
+                        headers[key] = header
+                data = header + data
+            if ts_ns < 0:
+                raise ValueError(f"negative timestamp {ts_ns}")
+            size = len(data)
+            n = -size % 4
+            total = head_size + size + n
+            head = pack(epb, total, interface, (ts_ns >> 32) & 0xFFFFFFFF, ts_ns & 0xFFFFFFFF, size, size)
+            return join((head, data, pad[n], total.to_bytes(4, "little")))
+
+        return make
+
+    def write_blocks(self, blocks: list[bytes]) -> None:
+        """Blocks made by :meth:`block_maker`, in one write (each block whole)."""
+        if blocks:
+            self._stream.write(b"".join(blocks))
 
     def flush(self) -> None:
         self._stream.flush()

@@ -64,7 +64,7 @@ FOOTER_SOURCE_COUNTERS = ("samples", "late", "superseded", "dropped", "ticks_emi
 
 
 def _check_name(kind: str, name: object) -> str:
-    if not isinstance(name, str) or not _NAME.match(name) or "__" in name:
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or "__" in name:
         raise ConfigError(
             f"{kind} name {name!r}: use a letter then letters, digits or single underscores (max 64)"
         )

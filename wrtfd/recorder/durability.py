@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 # The defaults live in wrtfd.defaults (one home for every layer's tunables); their names here.
-RATE_HZ = defaults.RATE_HZ
+RATE_HZ = defaults.RECORDER_RATE_HZ
 JITTER_S = defaults.TICK_JITTER_S
 BATCH_S = defaults.BATCH_S
 FSYNC_INTERVAL_S = defaults.FSYNC_INTERVAL_S

@@ -98,7 +98,7 @@ def packaged_unit(name: str) -> str:
 
 
 def _preflight(req: ServiceRequest) -> None:
-    if req.instance is not None and not INSTANCE_PATTERN.match(req.instance):
+    if req.instance is not None and not INSTANCE_PATTERN.fullmatch(req.instance):
         raise ServiceError(
             f"--instance {req.instance!r}: use letters, digits, '_', '.' and '-' (up to 64), "
             "starting with a letter or digit"

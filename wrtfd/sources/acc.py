@@ -211,7 +211,7 @@ class AccSource(PeerSource):
                 deadline = session.next_register
             with anyio.move_on_after(max(0.0, deadline - now) + 0.001):
                 await sock.wait_readable()
-            for data, rx_ns in peer_datagrams(sock, server, stats, self.max_datagram_bytes):
+            for data, rx_ns in peer_datagrams(sock, server, stats, self.max_datagram_bytes, self.raw_sink):
                 if data[:1] == _REGISTRATION_TYPE:
                     self._accepted(sock, server, session, data)
                     continue

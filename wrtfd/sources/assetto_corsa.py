@@ -105,7 +105,7 @@ class AssettoCorsaSource(PeerSource):
             deadline = last_rx + self.stale_after_s if streaming else next_handshake
             with anyio.move_on_after(max(0.0, deadline - now) + 0.001):
                 await sock.wait_readable()
-            for data, rx_ns in peer_datagrams(sock, server, stats, self.max_datagram_bytes):
+            for data, rx_ns in peer_datagrams(sock, server, stats, self.max_datagram_bytes, self.raw_sink):
                 if len(data) == HANDSHAKE_RESPONSE_SIZE:
                     try:
                         response = decode_handshake(data)

@@ -7,18 +7,32 @@ sources have), then loops until cancelled: receive, decode, count, and call the 
 The sink never blocks: it is the recorder's bounded intake. If it is full it raises
 :class:`SinkFull` and the source counts the sample as dropped (``queue_full``); receiving never
 waits on disk.
+
+A source may also have a :data:`RawSink` (``raw_sink`` attribute, None by default): the raw tap.
+It is called with everything the source received, before any check or decoding, and must not
+block either (it appends to a bounded queue; see :mod:`wrtfd.recorder.tap`).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
 from wrtfd.decoders.base import DropCounter, SampleSink, SinkFull
 
-__all__ = ["SampleSink", "SinkFull", "Source", "SourceState", "SourceStats"]
+__all__ = ["Address", "RawSink", "SampleSink", "SinkFull", "Source", "SourceState", "SourceStats"]
+
+#: A socket address: ``(host, port)``, or for IPv6 ``(host, port, flowinfo, scope_id)``.
+Address = tuple[Any, ...]
+
+#: The raw tap's hook: ``(rx_ns, sender, receiver, data)``, called with every datagram, serial
+#: chunk or TCP chunk a source received, with the receive time the source gives its samples
+#: (monotonic). ``sender``/``receiver`` are the UDP socket addresses as the socket gives them
+#: (None for serial and TCP bytes).
+RawSink = Callable[[int, Address | None, Address | None, bytes], None]
 
 
 class SourceState(StrEnum):

@@ -34,7 +34,7 @@ from anyio.abc import SocketAttribute, SocketStream
 
 from wrtfd.decoders.base import Sample
 from wrtfd.errors import DecodeError, SourceError
-from wrtfd.sources.base import SampleSink, SinkFull, SourceState, SourceStats
+from wrtfd.sources.base import RawSink, SampleSink, SinkFull, SourceState, SourceStats
 from wrtfd.zddsrec.format import Frame, Limits, StreamDecoder, ZddsrecError
 from wrtfd.zddsrec.mapper import FrameMapper
 from wrtfd.zddsrec.mapping import MappingConfig
@@ -127,6 +127,8 @@ class DdsSource:
         self.unmapped: Counter[str] = Counter()
         self.counters = _Counters()
         self._next_id = 0
+        #: The raw tap: every TCP chunk received, of every connection (set before :meth:`run`).
+        self.raw_sink: RawSink | None = None
         lim = mapping.limits
         self._format_limits = Limits(
             max_payload_bytes=self.limits.max_payload_bytes or lim.max_payload_bytes,
@@ -238,6 +240,8 @@ class DdsSource:
                         log.warning("%s: %s silent for %.1f s: disconnected", self.name, info.peer, idle)
                         break
                     rx_ns = time.monotonic_ns()
+                    if self.raw_sink is not None:  # the tap: every chunk, as received
+                        self.raw_sink(rx_ns, None, None, data)
                     info.bytes += len(data)
                     self.stats.bytes += len(data)
                     error: ZddsrecError | None = None

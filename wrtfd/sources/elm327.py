@@ -71,6 +71,9 @@ class Elm327Source(SerialSourceBase):
         self._responses.clear()
 
     def _on_data(self, data: bytes) -> None:
+        raw = self.raw_sink
+        if raw is not None:
+            raw(time.monotonic_ns(), None, None, data)
         self.stats.bytes += len(data)
         for response in self.framer.feed(data):
             if len(self._responses) == self._responses.maxlen:

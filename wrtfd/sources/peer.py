@@ -2,6 +2,9 @@
 broadcasting registration): the game's resolved address, one bound socket, and a receive path
 that counts every datagram and keeps only the game's.
 
+With a ``raw_sink`` (the raw tap), every datagram the socket received is handed to it first,
+the game's and any other sender's, with its receive time.
+
 Drop reasons: ``socket_error``, ``kernel_overflow``, ``sender_not_allowed`` (not from the game's
 address), ``too_large`` (over ``max_datagram_bytes``), the decoder's reasons, ``decoder_error``
 (a decoder bug: logged) and ``queue_full``.
@@ -18,7 +21,7 @@ import anyio
 
 from wrtfd.decoders.base import Decoded, Decoder, Sample
 from wrtfd.errors import DecodeError, SourceError
-from wrtfd.sources.base import SampleSink, SinkFull, SourceState, SourceStats
+from wrtfd.sources.base import RawSink, SampleSink, SinkFull, SourceState, SourceStats
 from wrtfd.sources.udp import DatagramSocket
 
 __all__ = ["PeerSource", "decode_counted", "hand_over", "open_peer_socket", "peer_datagrams"]
@@ -54,11 +57,17 @@ async def open_peer_socket(
 
 
 def peer_datagrams(
-    sock: DatagramSocket, server: tuple[str, int], stats: SourceStats, max_datagram_bytes: int
+    sock: DatagramSocket,
+    server: tuple[str, int],
+    stats: SourceStats,
+    max_datagram_bytes: int,
+    raw: RawSink | None = None,
 ) -> Iterator[tuple[bytes, int]]:
-    """Every datagram waiting on ``sock`` from the game, with its receive time; others counted."""
+    """Every datagram waiting on ``sock`` from the game, with its receive time; others counted
+    (all of them handed to ``raw`` first, the tap)."""
     dropped = stats.dropped
     read_size = max_datagram_bytes + 1  # one more byte tells "too large" apart
+    local = sock.local_address
     while True:
         try:
             got = sock.receive(read_size)
@@ -68,6 +77,8 @@ def peer_datagrams(
         if got is None:
             return
         data, addr, _flags, kernel_dropped, rx_ns = got
+        if raw is not None:
+            raw(rx_ns, addr, local, data)
         if kernel_dropped:
             dropped.add("kernel_overflow", kernel_dropped)
         stats.received += 1
@@ -121,6 +132,8 @@ class PeerSource:
     local_port: int
     rcvbuf_bytes: int | None
     max_datagram_bytes: int
+    #: The raw tap (every datagram received, before any check); set before :meth:`run`.
+    raw_sink: RawSink | None = None
     _socket: DatagramSocket | None = None
     _log = logging.getLogger("wrtfd.sources.peer")
 

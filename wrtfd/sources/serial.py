@@ -36,9 +36,9 @@ import serial
 import serial_asyncio
 
 from wrtfd.decoders.base import Decoder, Sample
-from wrtfd.decoders.framing import LineFramer
-from wrtfd.errors import DecodeError, SourceError
-from wrtfd.sources.base import SampleSink, SinkFull, SourceState, SourceStats
+from wrtfd.decoders.lines import LineFeed
+from wrtfd.errors import SourceError
+from wrtfd.sources.base import RawSink, SampleSink, SinkFull, SourceState, SourceStats
 
 __all__ = ["SerialLineSource", "SerialLink", "SerialSettings", "SerialSourceBase", "resolve_device"]
 
@@ -211,6 +211,8 @@ class SerialSourceBase:
         self._failure: BaseException | None = None
         self._link: SerialLink | None = None
         self._sink: SampleSink = _no_sink
+        #: The raw tap: every chunk read, at its receive time (set before :meth:`run`).
+        self.raw_sink: RawSink | None = None
 
     # -- state ---------------------------------------------------------------------------
 
@@ -296,7 +298,8 @@ class SerialSourceBase:
 
 
 class SerialLineSource(SerialSourceBase):
-    """A line protocol (NMEA, SLCAN): frame lines, decode each, hand samples to the sink.
+    """A line protocol (NMEA, SLCAN): frame lines, decode each, hand samples to the sink
+    (:class:`~wrtfd.decoders.lines.LineFeed`, which a replay of the raw tap runs too).
 
     ``open_commands`` are written after each open, ``command_gap_s`` apart (an SLCAN adapter
     needs its bitrate before ``O``); ``close_commands`` before a deliberate close.
@@ -316,50 +319,35 @@ class SerialLineSource(SerialSourceBase):
     ) -> None:
         super().__init__(name, settings)
         self.decoder = decoder
-        self.framer = LineFramer(
+        self.feed = LineFeed(
+            name,
+            decoder,
             delimiters=delimiters,
             max_line_bytes=max_line_bytes or settings.max_line_bytes,
             drops=self.stats.dropped,
         )
+        self.framer = self.feed.framer
         self.open_commands = tuple(open_commands)
         self.close_commands = tuple(close_commands)
         self.command_gap_s = command_gap_s
 
     def _reset(self) -> None:
-        self.framer.reset()
-        reset = getattr(self.decoder, "reset", None)
-        if reset is not None:
-            reset()
+        self.feed.reset()
 
     def _on_data(self, data: bytes) -> None:
         stats = self.stats
         now_ns = time.monotonic_ns()
+        raw = self.raw_sink
+        if raw is not None:
+            raw(now_ns, None, None, data)
         stats.bytes += len(data)
         if stats.state is not SourceState.RECEIVING:
             self._set_state(SourceState.RECEIVING)
-        lines = self.framer.feed(data)
-        if not lines:
-            return
-        decode = self.decoder.decode
-        sink = self._sink
-        dropped = stats.dropped
-        name = self.name
-        for line in lines:
-            stats.received += 1
-            try:
-                decoded = decode(line)
-            except DecodeError as exc:
-                dropped.add(exc.reason)
-                continue
-            if decoded is None:
-                continue
-            try:
-                sink(Sample.from_decoded(name, now_ns, decoded))
-            except SinkFull:
-                dropped.add("queue_full")
-                continue
-            stats.samples += 1
-        stats.last_rx_ns = now_ns
+        lines, samples = self.feed.feed(now_ns, data, self._sink)
+        if lines:
+            stats.received += lines
+            stats.samples += samples
+            stats.last_rx_ns = now_ns
 
     async def _session(self, link: SerialLink, sink: SampleSink) -> str:
         self._link = link

@@ -8,12 +8,8 @@ the safe choice on a car's bus). ``C`` is sent again on a deliberate stop.
 
 from __future__ import annotations
 
-import time
-
-from wrtfd.decoders.base import Sample
 from wrtfd.decoders.slcan import SLCAN_BITRATES, SlcanDecoder
-from wrtfd.errors import ConfigError, DecodeError
-from wrtfd.sources.base import SinkFull, SourceState
+from wrtfd.errors import ConfigError
 from wrtfd.sources.serial import SerialLineSource, SerialSettings
 
 __all__ = ["SLCAN_MAX_LINE_BYTES", "SlcanSource", "slcan_open_commands"]
@@ -59,37 +55,3 @@ class SlcanSource(SerialLineSource):
             command_gap_s=command_gap_s,
             max_line_bytes=min(settings.max_line_bytes, SLCAN_MAX_LINE_BYTES),
         )
-        self._decode_line = decoder.decode_line
-
-    def _on_data(self, data: bytes) -> None:
-        """As the generic line loop, minus the Decoded object per frame (8,000 frames/s)."""
-        stats = self.stats
-        now_ns = time.monotonic_ns()
-        stats.bytes += len(data)
-        if stats.state is not SourceState.RECEIVING:
-            self._set_state(SourceState.RECEIVING)
-        lines = self.framer.feed(data)
-        if not lines:
-            return
-        decode_line = self._decode_line
-        sink = self._sink
-        dropped = stats.dropped
-        name = self.name
-        samples = 0
-        for line in lines:
-            try:
-                result = decode_line(line)
-            except DecodeError as exc:
-                dropped.add(exc.reason)
-                continue
-            if result is None:
-                continue
-            try:
-                sink(Sample(name, now_ns, result[0], result[1]))
-            except SinkFull:
-                dropped.add("queue_full")
-                continue
-            samples += 1
-        stats.received += len(lines)
-        stats.samples += samples
-        stats.last_rx_ns = now_ns

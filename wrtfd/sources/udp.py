@@ -39,6 +39,12 @@ datagrams each). When the source stops, what is queued is still read. This adds 
 durability bound in :mod:`wrtfd.recorder.live`); it does not make samples late: the recorder
 closes a tick only in a step, and a step comes after the batch that holds the tick's samples.
 
+Raw tap: with a ``raw_sink`` set, every datagram read is handed to it first (before the
+allowlist, the size bound and the decoder), with the ``rx_ns`` its sample gets (after the
+never-backwards clamp below), the sender and the address it was sent to: for a socket bound
+to every address, the kernel reports that per datagram (``IP_PKTINFO``, asked for only while a
+tap is set).
+
 Lifecycle: ``STARTING -> (bound) LISTENING -> (first datagram) RECEIVING ... cancelled -> STOPPED``.
 """
 
@@ -60,7 +66,7 @@ import anyio
 from wrtfd.decoders.base import Decoder, Sample
 from wrtfd.defaults import UDP_READ_INTERVAL_S
 from wrtfd.errors import ConfigError, DecodeError, SourceError
-from wrtfd.sources.base import SampleSink, SinkFull, SourceState, SourceStats
+from wrtfd.sources.base import Address, RawSink, SampleSink, SinkFull, SourceState, SourceStats
 
 __all__ = ["DatagramSocket", "SenderAllowlist", "UdpSource"]
 
@@ -73,6 +79,11 @@ _LINUX = sys.platform.startswith("linux")
 _SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40 if _LINUX else None)
 #: Linux socket option: the kernel's receive time of each datagram (struct timespec, realtime).
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if _LINUX else None)
+#: Linux: the destination address of each datagram (struct in_pktinfo / in6_pktinfo).
+_IP_PKTINFO = getattr(socket, "IP_PKTINFO", 8 if _LINUX else None)
+_IPV6_RECVPKTINFO = getattr(socket, "IPV6_RECVPKTINFO", None)
+_IPV6_PKTINFO = getattr(socket, "IPV6_PKTINFO", None)
+_ANY_HOSTS = frozenset({"0.0.0.0", "::", ""})
 _U32 = struct.Struct("=I")
 _TIMESPEC = struct.Struct("=qq")
 #: A kernel timestamp older than this (or in the future) is not trusted: the wall clock moved.
@@ -159,6 +170,30 @@ class DatagramSocket:
         )
         #: The kernel's running count of dropped datagrams, as last reported.
         self.kernel_dropped = 0
+        #: ``(cmsg level, type, offset of the address)`` of the destination address, once
+        #: :meth:`report_destinations` turned it on (None: the bound address is the destination).
+        self.destination_cmsg: tuple[int, int, int] | None = None
+        self._family = family
+
+    def report_destinations(self) -> bool:
+        """Ask the kernel for each datagram's destination address (a socket bound to every
+        address receives datagrams sent to any of them); True when it will report it."""
+        if self._family == socket.AF_INET6:
+            level, enable, kind, offset = socket.IPPROTO_IPV6, _IPV6_RECVPKTINFO, _IPV6_PKTINFO, 0
+            size = 20  # struct in6_pktinfo: the address, then the interface index
+        else:
+            level, enable, kind, offset = socket.IPPROTO_IP, _IP_PKTINFO, _IP_PKTINFO, 8
+            size = 12  # struct in_pktinfo: interface index, local address, header destination
+        if enable is None or kind is None:
+            return False
+        try:
+            self.sock.setsockopt(level, enable, 1)
+        except OSError:
+            return False
+        if self.destination_cmsg is None:
+            self.ancbuf_size += socket.CMSG_SPACE(size)
+        self.destination_cmsg = (level, kind, offset)
+        return True
 
     @property
     def local_address(self) -> tuple[str, int]:
@@ -248,6 +283,8 @@ class UdpSource:
         self._socket: DatagramSocket | None = None
         self._decoder_bug_logged = False
         self._sink_bug_logged = False
+        #: The raw tap (see "Raw tap" in the module docstring); set before :meth:`run`.
+        self.raw_sink: RawSink | None = None
 
     @property
     def local_address(self) -> tuple[str, int] | None:
@@ -304,7 +341,10 @@ class UdpSource:
         the clocks are read once per call, not twice per datagram, to move kernel times onto the
         monotonic clock (again only when a datagram is newer than that reading).
         """
-        handle = self._handler(sink)
+        local = sock.local_address
+        if self.raw_sink is not None and local[0] in _ANY_HOSTS:
+            sock.report_destinations()
+        handle = self._handler(sink, local)
         read_size = self.max_datagram_bytes + 1  # one more byte tells "too large" apart
         batch = self.batch
         dropped = self.stats.dropped
@@ -319,6 +359,7 @@ class UdpSource:
         unpack_u32 = _U32.unpack_from
         monotonic_ns = time.monotonic_ns
         time_ns = time.time_ns
+        dst_level, dst_kind, _ = sock.destination_cmsg or (-1, -1, 0)
 
         def drain() -> int:
             self.reads += 1
@@ -338,8 +379,11 @@ class UdpSource:
                     log.exception("%s: receive failed", name)
                     return i
                 rx_ns = -1
+                dst = None
                 for level, kind, payload in anc:
                     if level != sol:
+                        if level == dst_level and kind == dst_kind:
+                            dst = payload  # only with a raw tap: its destination address
                         continue
                     if kind == ts_kind and len(payload) >= ts_size:
                         sec, nsec = unpack_ts(payload)
@@ -358,13 +402,17 @@ class UdpSource:
                             dropped.add("kernel_overflow", lost)
                 if rx_ns < 0:
                     rx_ns = monotonic_ns()  # no (trusted) kernel time: the time of this read
-                handle(data, addr, flags, rx_ns)
+                handle(data, addr, flags, rx_ns, dst)
             return batch
 
         return drain
 
-    def _handler(self, sink: SampleSink) -> Callable[[bytes, Any, int, int], None]:
+    def _handler(
+        self, sink: SampleSink, local: Address
+    ) -> Callable[[bytes, Any, int, int, bytes | None], None]:
         stats = self.stats
+        raw = self.raw_sink
+        destination = _destination_reader(local, self._socket)
         dropped = stats.dropped
         decode = self.decoder.decode
         allow = self.allow
@@ -374,10 +422,12 @@ class UdpSource:
         truncated = int(socket.MSG_TRUNC)  # a plain int: IntFlag & costs microseconds per datagram
         last_key: list[object] = [None]  # the decoder's session key (F1 sessionUID ...) seen last
 
-        def handle(data: bytes, addr: Any, flags: int, rx_ns: int) -> None:
+        def handle(data: bytes, addr: Any, flags: int, rx_ns: int, dst: bytes | None) -> None:
             last = stats.last_rx_ns
             if last is not None and rx_ns < last:  # clock conversion noise: keep receive order
                 rx_ns = last
+            if raw is not None:  # the tap keeps every datagram, with the sample's receive time
+                raw(rx_ns, addr, local if dst is None else destination(dst), data)
             stats.received += 1
             stats.bytes += len(data)
             stats.last_rx_ns = rx_ns
@@ -430,6 +480,30 @@ class UdpSource:
             stats.samples += 1
 
         return handle
+
+
+def _destination_reader(local: Address, sock: DatagramSocket | None) -> Callable[[bytes | None], Address]:
+    """Turns a datagram's destination cmsg (or None) into its ``(host, port)``: the bound
+    address, with the kernel's reported address in place of an any-address."""
+    cmsg = None if sock is None else sock.destination_cmsg
+    if cmsg is None:
+        return lambda _dst: local
+    level, _, offset = cmsg
+    family, size = (socket.AF_INET6, 16) if level == socket.IPPROTO_IPV6 else (socket.AF_INET, 4)
+    port = local[1]
+    ntop = socket.inet_ntop
+    last: list[Any] = [None, local]  # the last cmsg seen and its address (a feed repeats them)
+
+    def destination(dst: bytes | None) -> Address:
+        if dst is None or len(dst) < offset + size:
+            return local
+        if dst != last[0]:
+            last[0] = dst
+            last[1] = (ntop(family, dst[offset : offset + size]), port)
+        address: Address = last[1]
+        return address
+
+    return destination
 
 
 class _BatchedReader:
