@@ -34,8 +34,8 @@ def frame_bytes(reader: Reader, session: int) -> bytes:
     frame check's 8 bytes (zeroed here: they bind each frame to its own file)."""
     frames = reader.frames(session)
     raw = frames.view(np.uint8).reshape(len(frames), -1).copy()
-    fields = frames.dtype.fields or {}
-    if CHECK_FIELD in fields:
-        offset = fields[CHECK_FIELD][1]
+    fields = frames.dtype.fields
+    if fields is not None and CHECK_FIELD in fields:
+        offset = int(fields[CHECK_FIELD][1])
         raw[:, offset : offset + 8] = 0
     return raw.tobytes()
