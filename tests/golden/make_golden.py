@@ -25,8 +25,12 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))  # run as a script from anywhere
 
+import numpy as np  # noqa: E402
+
 from wrtfd.format import Reader, Schema, Writer, validate_file  # noqa: E402
+from wrtfd.format.check import CHECK_SALT_KEY  # noqa: E402
 from wrtfd.format.jsonio import iter_dump_lines  # noqa: E402
+from wrtfd.format.writer import fill_record  # noqa: E402
 
 START_US = 1_700_000_000_000_000
 RATE_HZ = 50
@@ -132,15 +136,31 @@ def _car_frame(i: int) -> dict[str, Any]:
     }
 
 
-def write_car(path: Path, *, sessions: tuple[tuple[int, ...], ...], **writer_options: Any) -> None:
+def write_car(
+    path: Path,
+    *,
+    sessions: tuple[tuple[int, ...], ...],
+    salt: str | None = None,
+    batches: bool = False,
+    **writer_options: Any,
+) -> None:
     """One session per tuple of ticks (gaps in them are dropped ticks); ``writer_options`` go to
-    the :class:`Writer` (a file format option is then one more case in :data:`CASES`)."""
+    the :class:`Writer` (a file format option is then one more case in :data:`CASES`).
+
+    ``salt``: the frame check on, with this salt (fixed, so the file's bytes are too);
+    ``batches``: each session's frames in one ``write_frames`` call (one commit group) instead of
+    one ``write_frame`` each (a group per frame).
+    """
+    metadata = {"Track": "golden/oval", "Driver": "Ayrton", "Car": "iracing:car/4321"}
+    if salt is not None:
+        metadata[CHECK_SALT_KEY] = salt
+        writer_options["check"] = True
     with Writer(
         path,
         Schema.from_dict(CAR),
         rate_hz=RATE_HZ,
         start_timestamp_us=START_US,
-        metadata={"Track": "golden/oval", "Driver": "Ayrton", "Car": "iracing:car/4321"},
+        metadata=metadata,
         fsync_on_close=False,
         **writer_options,
     ) as w:
@@ -151,8 +171,15 @@ def write_car(path: Path, *, sessions: tuple[tuple[int, ...], ...], **writer_opt
                 "car_id": -k,
             }
             w.begin_session(header)
-            for n, tick in enumerate(ticks):
-                w.write_frame(tick, _car_frame(n + 10 * k))
+            if batches:
+                block = np.zeros(len(ticks), dtype=w.schema.frame_dtype)
+                for n, tick in enumerate(ticks):
+                    fill_record(w.schema, w.schema.frame_fields, block[n], _car_frame(n + 10 * k))
+                    block[n]["tick"] = tick
+                w.write_frames(block)
+            else:
+                for n, tick in enumerate(ticks):
+                    w.write_frame(tick, _car_frame(n + 10 * k))
             w.end_session({"laps": 3 + k, "best_lap_s": 91.125 + k, "result": [5, 1][k % 2]})
 
 
@@ -177,6 +204,18 @@ def cut_short(path: Path) -> None:
     path.write_bytes(path.read_bytes()[:end])
 
 
+def zero_half_a_frame(path: Path) -> None:
+    """What a power cut can leave in a written page: the second half of a frame zeroed (the
+    frame check must catch it; the frames after it in its commit group fail with it)."""
+    with Reader(path) as r:
+        s = r.sessions[0]
+        start = s.frames_offset + 2 * r.schema.frame_size + r.schema.frame_size // 2
+        end = s.frames_offset + 3 * r.schema.frame_size
+    data = bytearray(path.read_bytes())
+    data[start:end] = bytes(end - start)
+    path.write_bytes(bytes(data))
+
+
 def write_legacy(path: Path) -> None:
     schema = Schema.from_dict(LEGACY)
     (path.parent / (path.stem + ".wrtf.yaml")).write_text(schema.yaml_text, encoding="utf-8")
@@ -192,6 +231,7 @@ def write_legacy(path: Path) -> None:
 
 
 TWO_SESSIONS = ((0, 1, 2, 4, 5, 9, 10, 11), (0, 1, 2, 3, 7))
+SALT = "00c0ffee0badf00d"
 
 #: name -> (writer, its keyword arguments, what is done to the file afterwards, external definition)
 CASES: dict[str, tuple[Callable[..., None], dict[str, Any], Callable[[Path], None] | None, str | None]] = {
@@ -200,8 +240,17 @@ CASES: dict[str, tuple[Callable[..., None], dict[str, Any], Callable[[Path], Non
     "car_incomplete": (write_car, {"sessions": TWO_SESSIONS}, cut_short, None),
     "car_three_sessions": (write_car, {"sessions": ((0,), (3, 4, 5), (0, 2, 4, 6, 8, 10, 12))}, None, None),
     "legacy_external_schema": (write_legacy, {}, None, "legacy_external_schema.wrtf.yaml"),
-    # Files with per-frame integrity checks come with the writer option that makes them, e.g.
-    # "car_frame_checks": (write_car, {"sessions": TWO_SESSIONS, "<option>": True}, None, None),
+    # The frame check (docs/durability.md): a commit group per frame, or one per session.
+    "car_checked": (write_car, {"sessions": TWO_SESSIONS, "salt": SALT}, None, None),
+    "car_checked_groups": (write_car, {"sessions": TWO_SESSIONS, "salt": SALT, "batches": True}, None, None),
+    "car_checked_incomplete": (write_car, {"sessions": TWO_SESSIONS, "salt": SALT}, cut_short, None),
+    "car_checked_half_zeroed": (write_car, {"sessions": TWO_SESSIONS, "salt": SALT}, zero_half_a_frame, None),
+    "car_checked_groups_half_zeroed": (
+        write_car,
+        {"sessions": TWO_SESSIONS, "salt": SALT, "batches": True},
+        zero_half_a_frame,
+        None,
+    ),
 }
 
 
