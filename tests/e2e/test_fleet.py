@@ -258,7 +258,8 @@ def test_a_30_s_server_outage_loses_no_frame_no_file_no_event(tmp_path: Path, se
         wait_for(lambda: connected(d), "reconnected", 30)
         out, err = sim.communicate(timeout=60)
         assert sim.returncode == 0, err
-        sim_laps = json.loads(out)["laps"]
+        summary = json.loads(out)
+        sim_laps = summary["laps"]
         stop(d)
         d = restarted(d).start()
         d.wait_ready()
@@ -277,7 +278,10 @@ def test_a_30_s_server_outage_loses_no_frame_no_file_no_event(tmp_path: Path, se
         times = frame_times(files)
         gaps_s = np.diff(times) / 1e6
         driving = (times[1:] > times[0] + 2e6) & (times[:-1] < times[-1] - 1e6)
-        assert gaps_s[driving].max() < 0.1, f"a gap of {gaps_s[driving].max():.3f} s in the recording"
+        # (speed scale 1: a stall of the simulator itself on a loaded machine is a real pause of
+        # its feed, which the recording must show; the outage must add nothing to it)
+        allowed_s = 0.1 + summary["max_late_s"]
+        assert gaps_s[driving].max() < allowed_s, f"a gap of {gaps_s[driving].max():.3f} s in the recording"
         assert abs(len(times) - (times[-1] - times[0]) / 1e6 * 60) < 0.01 * len(times)
 
         # events sent while the server was down arrived after it: every lap, timed as simulated

@@ -111,7 +111,10 @@ def test_ctrl_c_leaves_nothing_behind(long_drive: Path, tmp_path: Path, fmt: str
     finally:
         if proc.poll() is None:
             proc.kill()
-    if proc.returncode == 0:
+    finished = [p.name for p in out_dir.iterdir()] == [f"run.{fmt}"]
+    if proc.returncode in (0, -signal.SIGINT) and finished:
+        # The export was done (its file renamed into place) before Ctrl-C arrived, or Ctrl-C
+        # hit the interpreter as it exited: nothing partial either way.
         pytest.skip(f"the {fmt} export finished before Ctrl-C arrived (machine too fast for this check)")
     assert proc.returncode == 130, err
     assert "Traceback" not in err

@@ -38,8 +38,8 @@ def test_garbage_padding_in_rows_is_zero_on_disk_nested_structs_too(tmp_path: Pa
     inside_gps = nested_padding(dtype, "gps")
     assert len(inside_gps) > 0  # the GPS struct has padding of its own (not only at the frame's end)
     rng = np.random.default_rng(7)
-    rows = np.frombuffer(rng.integers(1, 256, 5 * dtype.itemsize, dtype=np.uint8).tobytes(), dtype=dtype)
-    rows = rows.copy()
+    # A writable view of the random bytes (not .copy(): numpy may not copy padding bytes)
+    rows = np.frombuffer(bytearray(rng.integers(1, 256, 5 * dtype.itemsize, dtype=np.uint8)), dtype=dtype)
     rows["tick"] = np.arange(5)
     pad = ~covered_bytes(dtype)
     assert rows.view(np.uint8).reshape(5, -1)[:, pad].all()  # every padding byte is garbage

@@ -60,7 +60,7 @@ def test_pacing_follows_rate_and_scale_and_everything_arrives() -> None:
     assert len(got) == stats.datagrams and all(len(d) == 331 for d in got)
     # the last tick is due (ticks - 1) periods after the first, in real (scaled) time
     assert clock.now - 100.0 == pytest.approx((stats.ticks - 1) / (50.0 * 4.0), abs=1e-9)
-    assert stats.late_ticks == 0
+    assert stats.late_ticks == 0 and stats.max_late_s == 0.0
 
 
 def test_late_ticks_are_sent_at_once() -> None:
@@ -79,6 +79,9 @@ def test_late_ticks_are_sent_at_once() -> None:
             sim.states(), enc, tx, ("127.0.0.1", 9), rate_hz=60.0, clock=slow_clock, sleep=clock.sleep
         )
     assert clock.slept == [] and stats.late_ticks > stats.ticks - 5
+    # each tick is 50 ms later than the one before it: the last is the latest
+    late_by = 0.05 * stats.ticks - (stats.ticks - 1) / 60.0
+    assert stats.max_late_s == pytest.approx(late_by, rel=0.05)
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,9 @@ class SendStats:
     bytes: int = 0
     late_ticks: int = 0  # ticks sent after their deadline (the machine could not keep up)
     send_errors: int = 0
+    #: The longest a tick was sent after its deadline (seconds of real time): a stall of the
+    #: sender, which a recorder sees as a pause of the game.
+    max_late_s: float = 0.0
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -78,6 +81,7 @@ def send_session(
             sleep(deadline - now)
         elif now - deadline > period:
             stats.late_ticks += 1
+            stats.max_late_s = max(stats.max_late_s, now - deadline)
         for datagram in encoder.encode(state, first=first, last=last):
             try:
                 sock.sendto(datagram, address)
