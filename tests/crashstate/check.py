@@ -274,7 +274,8 @@ class ToolRunner:
         hit = self._dumps.get(digest)
         if hit is None:
             r = run_in_process(["dump", str(path)])
-            hit = DumpResult(r.rc, r.err, tuple(dump_frames(r.out)) if r.rc == 0 else ())
+            # exit 1: frames that fail the check were left out, the rest is printed
+            hit = DumpResult(r.rc, r.err, tuple(dump_frames(r.out)) if r.rc in (0, 1) else ())
             _remember(self._dumps, digest, hit)
         return hit
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from tests.crashstate.trace import FileOp, FsLog
+from wrtfd.format.check import CHECK_FIELD, CHECK_FIELD_KEY, CHECK_KEY
 from wrtfd.format.jsonio import JsonCodec
 from wrtfd.format.schema import Schema
 from wrtfd.format.spec import (
@@ -314,7 +315,9 @@ def _walk(buf: bytes, written: np.ndarray, syncs: list[int], cut_seq: int | None
             pos = pad8(pos + 4 + n)
         meta[parts[0]] = parts[1]
     schema = Schema.from_yaml(meta[SCHEMA_METADATA_KEY])
-    codec = JsonCodec(schema)
+    # dump leaves the frame check out of a frame's data (its own flag shows it)
+    check = meta.get(CHECK_FIELD_KEY, CHECK_FIELD) if CHECK_KEY in meta else None
+    codec = JsonCodec(schema, hide=check)
     fsize = schema.frame_size
     footer_len = SESSION_FOOTER_HEAD.size + schema.footer_size
     out = DaemonFile(schema, rate, pos, [], None)
