@@ -145,6 +145,10 @@ class LiveRecorder:
         self._writes = 0
         self._engine_done = False
         self._writing_since: float | None = None
+        # A batch fell due while the thread was busy (an fsync, a slow disk): the thread hands
+        # the loop a call to queue it as soon as it is free, not a whole step later.
+        self._batch_waiting = False
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._running = False
         self.samples = 0
         self.intake_dropped = 0
@@ -416,6 +420,7 @@ class LiveRecorder:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:  # another anyio backend
             loop = None
+        self._loop = loop
         clock = loop.time if loop is not None else anyio.current_time
         while not stopping.is_set():
             if self._quiet():
@@ -512,13 +517,18 @@ class LiveRecorder:
     def _want_write(self) -> None:
         """Queue a batch for the writer thread when one is due (``batch_s`` since the last one)
         or an fsync is, unless the previous batch is still being written (ops keep queueing)."""
-        if self._writing_since is not None or self._thread is None:
+        if self._thread is None:
             return
+        if self._writing_since is not None:
+            self._batch_waiting = bool(self._ops)
+            return
+        self._batch_waiting = False
         now = time.monotonic()
         # (a few ms of slack: steps land on a grid, and batch_s is usually a multiple of it)
         due = now - self._last_write >= self.policy.batch_s - min(0.01, self.policy.batch_s / 2)
         if (self._ops and due) or self.recorder.sink.sync_due():
-            self._last_write = now
+            if due and self._ops:  # an fsync alone does not restart the batch clock (the
+                self._last_write = now  # next batch would wait a whole step more)
             ops = self._take_ops()
             self._writing_since = now
             self._jobs.put(lambda: self._write(ops))
@@ -552,6 +562,13 @@ class LiveRecorder:
             finally:
                 self._writes += 1
                 self._writing_since = None
+                loop = self._loop
+                if self._batch_waiting and loop is not None and not loop.is_closed():
+                    self._batch_waiting = False
+                    try:
+                        loop.call_soon_threadsafe(self._want_write)
+                    except RuntimeError:  # the loop closed meanwhile: nothing left to queue
+                        pass
 
     async def _drain_and_close(self) -> bool:
         """The last operations and the close, on the writer thread; True once they are done."""
