@@ -72,16 +72,8 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         d.wait_ready()
         feed.__enter__()
         sim = run_cli(
-            *(
-                "simulate",
-                "--protocol",
-                "forza",
-                "--track",
-                str(OVAL),
-                "--to",
-                f"127.0.0.1:{setup.forza_port}",
-            ),
-            *("--laps", "2", "--speed-scale", "10"),
+            *("simulate", "--protocol", "forza", "--track", str(OVAL)),
+            *("--to", f"127.0.0.1:{setup.forza_port}", "--laps", "2", "--speed-scale", "10"),
         )
         assert sim.returncode == 0, sim.stderr
 
