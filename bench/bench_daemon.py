@@ -35,24 +35,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+from common import cpu_s, free_port
+
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "data" / "udp"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 FORZA_TS = struct.Struct("<I")  # TimestampMS at offset 4
 F1_TIME = struct.Struct("<QfII")  # sessionUID, sessionTime, frameIdentifier, overallFrameIdentifier at 7
 F1_IDS = (0, 2, 6, 7, 13)  # motion, lap data, car telemetry, car status, motion ex
-
-
-def free_port(kind: int) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
 
 
 def load_feeds() -> tuple[list[bytes], list[bytes]]:

@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,15 +43,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from bench_daemon import cpu_s, feeder, start_daemon  # noqa: E402
+from bench_daemon import feeder, start_daemon  # noqa: E402
+from common import cpu_s, free_port  # noqa: E402
 
 TOKEN = "bench-token"
-
-
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Server:

@@ -32,7 +32,8 @@ from pathlib import Path
 from websockets.sync.client import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_daemon import cpu_s, feeder, free_port, start_daemon, status
+from bench_daemon import feeder, start_daemon, status
+from common import cpu_s, free_port
 
 SUBPROTOCOL = "foxglove.sdk.v1"
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -29,20 +28,10 @@ import time
 import urllib.request
 from pathlib import Path
 
+from common import cpu_s, free_port
+
 REPO = Path(__file__).resolve().parent.parent
 OVAL = REPO / "config" / "tracks" / "oval.trk"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port(kind: int) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def start_daemon(work: Path, name: str) -> tuple[subprocess.Popen[bytes], int, int]:

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.format.conftest import START_US
-from tests.format.samples import car_schema, write_definition
+from tests.format.samples import car_schema, rewrite_args, write_definition
 from wrtfd.cli.main import main
 from wrtfd.format import Reader, Writer, validate_file
 
@@ -134,17 +134,7 @@ def test_write_with_the_salt_of_a_dump_gives_the_same_file(tmp_path: Path) -> No
         assert main(["dump", str(a)]) == 0
     dump.write_text(buf.getvalue())
     d = write_definition(tmp_path / "d.yaml")
-    args = [
-        "write",
-        "--schema",
-        str(d),
-        "--rate",
-        "50",
-        "--start-timestamp",
-        str(START_US),
-        "--meta",
-        "Car=GT3",
-    ]
+    args = [*rewrite_args(d), "--meta", "Car=GT3"]
     assert main([*args, "--meta", f"wrtfd.check.salt={salt}", "-o", str(b), str(dump)]) == 0
     assert b.read_bytes() == a.read_bytes()
     assert main([*args, "--check", "-o", str(b), "--force", str(dump)]) == 0  # a new salt

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.format.conftest import START_US
-from tests.format.samples import write_car_file, write_definition
+from tests.format.samples import rewrite_args, write_car_file, write_definition
 from wrtfd.cli.main import main
 from wrtfd.format import Reader
 
@@ -69,13 +69,7 @@ def test_dump_write_pipe_gives_equal_file(tmp_path: Path) -> None:
     subprocess.run(
         [
             *cmd,
-            "write",
-            "--schema",
-            str(d),
-            "--rate",
-            "50",
-            "--start-timestamp",
-            str(START_US),
+            *rewrite_args(d),
             "--meta",
             "Track=iracing:track/日本",
             "-o",

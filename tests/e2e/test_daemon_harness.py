@@ -16,9 +16,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+OVAL = Path(__file__).resolve().parents[2] / "config" / "tracks" / "oval.trk"
 FORZA_FILE = Path("udp/forza_fm2023/fm2023_dash_331B_x1793.bin")
 FORZA_SIZE = 331
 #: Every wait in these tests is bounded by this (seconds); a hang fails instead of blocking CI.
@@ -223,6 +225,57 @@ class Daemon:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=10)
+
+
+@dataclass(frozen=True)
+class ForzaAndFeed:
+    """A daemon's config and loopback ports: a Forza source (for ``wrtfd simulate``) and the
+    ``struct`` feed of :data:`FEED_OPTIONS` (for :class:`BackgroundFeed`), recording to ``out``."""
+
+    tmp_path: Path
+    forza_port: int
+    feed_port: int
+    status_port: int
+    out: Path
+    config: str
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.status_port}"
+
+    def daemon(self) -> Daemon:
+        return Daemon(self.tmp_path, self.config, status_port=self.status_port)
+
+
+def forza_and_feed(
+    tmp_path: Path,
+    *,
+    forza: str,
+    feed: str,
+    recorder: str = "",
+    status: str = "",
+    log_format: str = "text",
+    more: str = "",
+) -> ForzaAndFeed:
+    """The two-source setup of the status, mark and journal tests: ``forza`` and ``feed`` are each
+    source's own options, ``recorder`` and ``status`` options added to those tables (after
+    ``output_dir`` and ``port``), ``more`` tables after the rest."""
+    forza_port, feed_port, status_port = (
+        free_port(socket.SOCK_DGRAM),
+        free_port(socket.SOCK_DGRAM),
+        free_port(),
+    )
+    out = tmp_path / "rec"
+    config = (
+        udp_source("forza", "forza", forza_port, forza)
+        + udp_source("feed", "struct", feed_port, feed)
+        + FEED_OPTIONS
+        + f'[recorder]\noutput_dir = "{out}"\n{recorder}'
+        + f"[status]\nport = {status_port}\n{status}"
+        + f'[logging]\nformat = "{log_format}"\n'
+        + more
+    )
+    return ForzaAndFeed(tmp_path, forza_port, feed_port, status_port, out, config)
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -23,20 +22,17 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_daemon_harness import (
-    FEED_OPTIONS,
+    OVAL,
     BackgroundFeed,
     Daemon,
     feed_records,
-    free_port,
+    forza_and_feed,
     recordings,
     sessions_of,
-    udp_source,
     wait_for,
 )
 from wrtfd.format import Reader
 
-REPO = Path(__file__).resolve().parents[2]
-OVAL = REPO / "config" / "tracks" / "oval.trk"
 RATE_HZ = 60
 TICK_S = 1 / RATE_HZ
 SPEED_SCALE = 5  # a lap of the oval (11.7 s) in 2.3 s: room to send SIGHUP inside lap 2
@@ -80,21 +76,16 @@ def ended(text: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def story(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp_path = tmp_path_factory.mktemp("journal")
-    forza_port, feed_port, status_port = (
-        free_port(socket.SOCK_DGRAM),
-        free_port(socket.SOCK_DGRAM),
-        free_port(),
+    setup = forza_and_feed(
+        tmp_path,
+        forza=f'track = "{OVAL}"\nrcvbuf_bytes = 4194304\n',
+        feed="drives_frames = false\nsilent_after_s = 1\n",
+        recorder=f'rate_hz = {RATE_HZ}\nclock = "source"\nrotate_s = 15\n',
+        status="min_free_mb = 1000000000\n",  # 1 PB: the disk is "low"
+        log_format="journal",
     )
-    out = tmp_path / "rec"
-    config = (
-        udp_source("forza", "forza", forza_port, f'track = "{OVAL}"\nrcvbuf_bytes = 4194304\n')
-        + udp_source("feed", "struct", feed_port, "drives_frames = false\nsilent_after_s = 1\n")
-        + FEED_OPTIONS
-        + f'[recorder]\noutput_dir = "{out}"\nrate_hz = {RATE_HZ}\nclock = "source"\nrotate_s = 15\n'
-        + f"[status]\nport = {status_port}\nmin_free_mb = 1000000000\n"  # 1 PB: the disk is "low"
-        + '[logging]\nformat = "journal"\n'
-    )
-    d = Daemon(tmp_path, config, status_port=status_port).start()
+    forza_port, feed_port, out = setup.forza_port, setup.feed_port, setup.out
+    d = setup.daemon().start()
     sim: subprocess.Popen[str] | None = None
     try:
         d.wait_ready()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,15 +20,14 @@ import numpy as np
 import pytest
 
 from tests.e2e.test_daemon_harness import (
+    OVAL,
     BackgroundFeed,
-    Daemon,
-    free_port,
+    feed_records,
+    forza_and_feed,
     recordings,
     run_cli,
-    udp_source,
     wait_for,
 )
-from tests.e2e.test_status_cmd import FEED_OPTIONS, OVAL, feed_records
 
 pytestmark = pytest.mark.slow
 
@@ -43,23 +41,16 @@ def markers_of(path: Path) -> list[list[Any]]:
 
 
 def test_cli_and_sigusr1_markers_and_a_triggered_group(tmp_path: Path) -> None:
-    forza_port, feed_port, status_port = (
-        free_port(socket.SOCK_DGRAM),
-        free_port(socket.SOCK_DGRAM),
-        free_port(),
+    setup = forza_and_feed(
+        tmp_path,
+        forza=f'group = "forza"\ntrack = "{OVAL}"\n',
+        feed='group = "feed"\n',
+        more='[groups.feed]\nrecord = "triggered"\npre_trigger_s = 2.0\npost_trigger_s = 1.0\n'
+        + "pre_trigger_max_bytes = 65536\n",
     )
-    out = tmp_path / "rec"
-    config = (
-        udp_source("forza", "forza", forza_port, f'group = "forza"\ntrack = "{OVAL}"\n')
-        + udp_source("feed", "struct", feed_port, 'group = "feed"\n')
-        + FEED_OPTIONS
-        + f'[recorder]\noutput_dir = "{out}"\n[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
-        + '[groups.feed]\nrecord = "triggered"\npre_trigger_s = 2.0\npost_trigger_s = 1.0\n'
-        + "pre_trigger_max_bytes = 65536\n"
-    )
-    d = Daemon(tmp_path, config, status_port=status_port).start()
-    feed = BackgroundFeed(feed_port, feed_records(100_000), rate_hz=50)
-    url = f"http://127.0.0.1:{status_port}"
+    out, url = setup.out, setup.url
+    d = setup.daemon().start()
+    feed = BackgroundFeed(setup.feed_port, feed_records(100_000), rate_hz=50)
     try:
         d.wait_ready()
         with feed:
@@ -77,7 +68,7 @@ def test_cli_and_sigusr1_markers_and_a_triggered_group(tmp_path: Path) -> None:
             sim = subprocess.Popen(
                 [
                     *(sys.executable, "-m", "wrtfd", "simulate", "--protocol", "forza", "--track", str(OVAL)),
-                    *("--to", f"127.0.0.1:{forza_port}", "--laps", "500", "--speed-scale", "10"),
+                    *("--to", f"127.0.0.1:{setup.forza_port}", "--laps", "500", "--speed-scale", "10"),
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,20 +22,17 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_daemon_harness import (
-    FEED_OPTIONS,
+    OVAL,
     BackgroundFeed,
     Daemon,
     feed_records,
+    forza_and_feed,
     free_port,
     run_cli,
-    udp_source,
     wait_for,
 )
 
 pytestmark = pytest.mark.slow
-
-REPO = Path(__file__).resolve().parents[2]
-OVAL = REPO / "config" / "tracks" / "oval.trk"
 
 
 def status(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -65,27 +61,19 @@ def table(text: str, header: str) -> dict[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    tmp_path = tmp_path_factory.mktemp("status_cmd")
-    forza_port, feed_port, status_port = (
-        free_port(socket.SOCK_DGRAM),
-        free_port(socket.SOCK_DGRAM),
-        free_port(),
+    setup = forza_and_feed(
+        tmp_path_factory.mktemp("status_cmd"),
+        forza=f'group = "forza"\ntrack = "{OVAL}"\n',
+        feed='group = "feed"\nrequired = true\nsilent_after_s = 1\n',
     )
-    out = tmp_path / "rec"
-    config = (
-        udp_source("forza", "forza", forza_port, f'group = "forza"\ntrack = "{OVAL}"\n')
-        + udp_source("feed", "struct", feed_port, 'group = "feed"\nrequired = true\nsilent_after_s = 1\n')
-        + FEED_OPTIONS
-        + f'[recorder]\noutput_dir = "{out}"\n[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
-    )
-    d = Daemon(tmp_path, config, status_port=status_port).start()
-    feed = BackgroundFeed(feed_port, feed_records(), rate_hz=50)
+    d = setup.daemon().start()
+    feed = BackgroundFeed(setup.feed_port, feed_records(), rate_hz=50)
     try:
         d.wait_ready()
         feed.__enter__()
         sim = run_cli(
-            *("simulate", "--protocol", "forza", "--track", str(OVAL), "--to", f"127.0.0.1:{forza_port}"),
-            *("--laps", "2", "--speed-scale", "10"),
+            *("simulate", "--protocol", "forza", "--track", str(OVAL)),
+            *("--to", f"127.0.0.1:{setup.forza_port}", "--laps", "2", "--speed-scale", "10"),
         )
         assert sim.returncode == 0, sim.stderr
 
@@ -95,7 +83,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
             return found if found.get("lap_count", 0) >= 1 else None
 
         wait_for(laps, "a lap counted live")
-        yield {"daemon": d, "feed": feed, "url": f"http://127.0.0.1:{status_port}", "out": out}
+        yield {"daemon": d, "feed": feed, "url": setup.url, "out": setup.out}
     finally:
         feed.__exit__()
         d.stop()

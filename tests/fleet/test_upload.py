@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -77,17 +78,23 @@ def _write(path: Path, data: bytes) -> None:
 
 
 @pytest.fixture
+async def js(nats_server: NatsServer) -> AsyncIterator[Any]:
+    """A JetStream context on a connection of its own to the test server, closed after the test."""
+    nc = await _client(nats_server)
+    try:
+        yield nc.jetstream()
+    finally:
+        await nc.close()
+
+
+@pytest.fixture
 def data_file(tmp_path: Path) -> Path:
     path = tmp_path / "a.wrtf"
     path.write_bytes(os.urandom(20 * CHUNK + 123))  # 21 chunks, the last one short
     return path
 
 
-async def test_an_upload_is_an_ordinary_object_with_the_files_checksum(
-    nats_server: NatsServer, data_file: Path
-) -> None:
-    nc = await _client(nats_server)
-    js = nc.jetstream()
+async def test_an_upload_is_an_ordinary_object_with_the_files_checksum(js: Any, data_file: Path) -> None:
     saved = Saved()
     result = await _uploader(js, []).upload(_entry(data_file), headers={"Wrtfd-Rig": "rig"}, save=saved)
     content = _read(data_file)
@@ -102,7 +109,6 @@ async def test_an_upload_is_an_ordinary_object_with_the_files_checksum(
     assert info.chunks == 21
     assert saved.entries[0].nuid is not None  # the nuid was on disk before the first chunk went
     assert await _count(js, chunk_subject("wrtfd", saved.entries[0].nuid)) == 21
-    await nc.close()
 
 
 async def test_an_interrupted_upload_resumes_where_the_server_is(
@@ -141,11 +147,7 @@ async def test_an_interrupted_upload_resumes_where_the_server_is(
     await nc.close()
 
 
-async def test_chunks_that_are_not_a_clean_prefix_start_over(
-    nats_server: NatsServer, data_file: Path
-) -> None:
-    nc = await _client(nats_server)
-    js = nc.jetstream()
+async def test_chunks_that_are_not_a_clean_prefix_start_over(js: Any, data_file: Path) -> None:
     up = _uploader(js, [])
     await up.ensure_bucket()
     content = _read(data_file)
@@ -164,28 +166,18 @@ async def test_chunks_that_are_not_a_clean_prefix_start_over(
     assert result.entry.nuid != "GAPPY" and result.resumed_at_chunk == 0
     assert await _count(js, subject) == 0  # the bad chunks are purged
     assert await _read_back(js, "rig/a.wrtf") == content
-    await nc.close()
 
 
-async def test_a_file_already_uploaded_is_confirmed_not_sent_again(
-    nats_server: NatsServer, data_file: Path
-) -> None:
-    nc = await _client(nats_server)
-    js = nc.jetstream()
+async def test_a_file_already_uploaded_is_confirmed_not_sent_again(js: Any, data_file: Path) -> None:
     first = await _uploader(js, []).upload(_entry(data_file), headers={}, save=Saved())
     messages = (await js.stream_info("OBJ_wrtfd")).state.messages
     # the log of done uploads was lost (a crash right after the info went out): queued again
     again = await _uploader(js, []).upload(replace(_entry(data_file), id="e2"), headers={}, save=Saved())
     assert again.resumed_at_chunk == -1 and again.sent_bytes == 0 and again.sha256 == first.sha256
     assert (await js.stream_info("OBJ_wrtfd")).state.messages == messages
-    await nc.close()
 
 
-async def test_a_changed_file_or_a_new_version_replaces_the_old_chunks(
-    nats_server: NatsServer, data_file: Path
-) -> None:
-    nc = await _client(nats_server)
-    js = nc.jetstream()
+async def test_a_changed_file_or_a_new_version_replaces_the_old_chunks(js: Any, data_file: Path) -> None:
     saved = Saved()
     await _uploader(js, []).upload(_entry(data_file), headers={}, save=saved)
     old_nuid = saved.entries[-1].nuid
@@ -199,12 +191,9 @@ async def test_a_changed_file_or_a_new_version_replaces_the_old_chunks(
     assert await _count(js, chunk_subject("wrtfd", old_nuid)) == 0
     info = await js.stream_info("OBJ_wrtfd")
     assert info.state.messages == 5 + 1  # the new chunks and one info message
-    await nc.close()
 
 
-async def test_verification_compares_what_the_server_holds(nats_server: NatsServer, data_file: Path) -> None:
-    nc = await _client(nats_server)
-    js = nc.jetstream()
+async def test_verification_compares_what_the_server_holds(js: Any, data_file: Path) -> None:
     saved = Saved()
     up = _uploader(js, [])
     result = await up.upload(_entry(data_file), headers={}, save=saved)
@@ -217,12 +206,9 @@ async def test_verification_compares_what_the_server_holds(nats_server: NatsServ
         await up._verify("rig/a.wrtf", nuid, size, 21, hashlib.sha256(b"other").digest())
     with pytest.raises(UploadError, match="not in the bucket"):
         await up._verify("rig/none.wrtf", nuid, size, 21, good)
-    await nc.close()
 
 
-async def test_content_verification_reads_the_chunks_not_the_claims(
-    nats_server: NatsServer, data_file: Path
-) -> None:
+async def test_content_verification_reads_the_chunks_not_the_claims(js: Any, data_file: Path) -> None:
     """An object whose info claims the file's digest, size and chunk count over other bytes."""
     import json
 
@@ -230,8 +216,6 @@ async def test_content_verification_reads_the_chunks_not_the_claims(
 
     from wrtfd.fleet.upload import digest_text, meta_subject
 
-    nc = await _client(nats_server)
-    js = nc.jetstream()
     up = _uploader(js, [])
     await up.ensure_bucket()
     content = _read(data_file)
@@ -247,24 +231,19 @@ async def test_content_verification_reads_the_chunks_not_the_claims(
         await up._verify("rig/f.wrtf", "FORGED", len(content), 21, digest)
     up.verify = "info"  # what `verify = "info"` trusts: the claims
     await up._verify("rig/f.wrtf", "FORGED", len(content), 21, digest)
-    await nc.close()
 
 
-async def test_a_vanished_file_is_reported_as_gone(nats_server: NatsServer, tmp_path: Path) -> None:
-    nc = await _client(nats_server)
+async def test_a_vanished_file_is_reported_as_gone(js: Any, tmp_path: Path) -> None:
     with pytest.raises(FileGoneError):
-        await _uploader(nc.jetstream(), []).upload(_entry(tmp_path / "nope.wrtf"), headers={}, save=Saved())
-    await nc.close()
+        await _uploader(js, []).upload(_entry(tmp_path / "nope.wrtf"), headers={}, save=Saved())
 
 
-async def test_the_rate_limit_holds_the_upload_back(nats_server: NatsServer, tmp_path: Path) -> None:
+async def test_the_rate_limit_holds_the_upload_back(js: Any, tmp_path: Path) -> None:
     import time
 
     path = tmp_path / "b.wrtf"
     path.write_bytes(os.urandom(8 * CHUNK))
-    nc = await _client(nats_server)
     t0 = time.monotonic()
-    await _uploader(nc.jetstream(), [], rate_bytes_s=64 * 1024).upload(_entry(path), headers={}, save=Saved())
+    await _uploader(js, [], rate_bytes_s=64 * 1024).upload(_entry(path), headers={}, save=Saved())
     # 128 KiB at 64 KiB/s: the last chunk may go after 7 chunks' worth of time at the earliest
     assert time.monotonic() - t0 >= 7 * CHUNK / (64 * 1024) * 0.9
-    await nc.close()

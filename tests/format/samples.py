@@ -77,3 +77,8 @@ def write_car_file(path: Path, *, embed_schema: bool = True, sessions: int = 2, 
 def write_definition(path: Path) -> Path:
     path.write_text(car_schema().yaml_text, encoding="utf-8")
     return path
+
+
+def rewrite_args(definition: Path) -> list[str]:
+    """``wrtfd write`` and the options that rewrite a car file (50 Hz from START_US) from its dump."""
+    return ["write", "--schema", str(definition), "--rate", "50", "--start-timestamp", str(START_US)]

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import http.client
 import json
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
-from wrtfd.daemon.status_client import base_url
+from wrtfd.daemon.status_client import base_url, exchange_errors
 from wrtfd.errors import StatusError
 
 __all__ = ["MarkAnswer", "NotRecording", "post_mark"]
@@ -43,18 +44,10 @@ def _request(
     timeout_s: float,
 ) -> tuple[int, dict[str, Any]]:
     conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
-    try:
+    with closing(conn), exchange_errors(shown + path, timeout_s):
         conn.request(method, path, body=body, headers=headers)
         resp = conn.getresponse()
         raw = resp.read(MAX_ANSWER_BYTES + 1)
-    except TimeoutError:
-        raise StatusError(f"{shown}{path}: no answer within {timeout_s:g} s") from None
-    except OSError as exc:
-        raise StatusError(f"{shown}{path}: unreachable: {exc.strerror or exc}") from None
-    except http.client.HTTPException as exc:
-        raise StatusError(f"{shown}{path}: not an HTTP answer ({type(exc).__name__})") from None
-    finally:
-        conn.close()
     if len(raw) > MAX_ANSWER_BYTES:
         raise StatusError(f"{shown}{path}: answer larger than {MAX_ANSWER_BYTES} bytes")
     try:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import http.client
 import json
 import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,6 +23,7 @@ __all__ = [
     "MAX_STATUS_BYTES",
     "StatusAnswer",
     "base_url",
+    "exchange_errors",
     "fetch_status",
     "status_url",
     "url_for",
@@ -80,12 +83,26 @@ def status_url(url: str) -> tuple[str, int, str, str]:
     return host, port, path, shown + path
 
 
+@contextmanager
+def exchange_errors(where: str, timeout_s: float) -> Iterator[None]:
+    """What a failed HTTP exchange with a daemon raises, as one :class:`StatusError` naming ``where``
+    (``wrtfd status`` and ``wrtfd mark`` say the same about the same failure)."""
+    try:
+        yield
+    except TimeoutError:
+        raise StatusError(f"{where}: no answer within {timeout_s:g} s") from None
+    except OSError as exc:
+        raise StatusError(f"{where}: unreachable: {exc.strerror or exc}") from None
+    except http.client.HTTPException as exc:
+        raise StatusError(f"{where}: not an HTTP answer ({type(exc).__name__})") from None
+
+
 def fetch_status(url: str, *, timeout_s: float = 5.0) -> StatusAnswer:
     """GET the status document; raises StatusError when there is no usable answer."""
     host, port, path, shown = status_url(url)
     deadline = time.monotonic() + timeout_s
     conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
-    try:
+    with closing(conn), exchange_errors(shown, timeout_s):
         conn.request("GET", path, headers={"Accept": "application/json"})
         resp = conn.getresponse()
         body = b""
@@ -99,14 +116,6 @@ def fetch_status(url: str, *, timeout_s: float = 5.0) -> StatusAnswer:
             if not chunk:
                 break
             body += chunk
-    except TimeoutError:
-        raise StatusError(f"{shown}: no answer within {timeout_s:g} s") from None
-    except OSError as exc:
-        raise StatusError(f"{shown}: unreachable: {exc.strerror or exc}") from None
-    except http.client.HTTPException as exc:
-        raise StatusError(f"{shown}: not an HTTP answer ({type(exc).__name__})") from None
-    finally:
-        conn.close()
     if len(body) > MAX_STATUS_BYTES:
         raise StatusError(f"{shown}: answer larger than {MAX_STATUS_BYTES} bytes; not a wrtfd status")
     if resp.status != 200:

@@ -80,12 +80,20 @@ def _where(loaded: LoadedConfig, index: int) -> str:
 
 P = ParamSpec("P")
 T = TypeVar("T")
+D = TypeVar("D", bound=Decoder)
 
 #: What a constructor may raise about the values it was given: our own errors (a bad DBC, a
 #: track file's :class:`~wrtfd.errors.TrackError`), pydantic's, a named file that cannot be read,
 #: and the ``ValueError`` of an argument check (``parity must be one of ...``). Anything else
 #: (a ``TypeError`` or ``AttributeError`` inside our code) is a bug and surfaces as one.
 CONFIG_COMPLAINTS: tuple[type[Exception], ...] = (WrtfdError, ValidationError, OSError, ValueError)
+
+
+def _decoder_as(decoder: Decoder, cls: type[D], where: str, needs: str) -> D:
+    """``decoder`` as the one a kind of source talks to; ConfigError ``needs`` when it is another."""
+    if not isinstance(decoder, cls):
+        raise ConfigError(f"{where}.protocol: {needs}")
+    return decoder
 
 
 def _call(where: str, what: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -163,18 +171,16 @@ def _serial_source(src: SerialSourceConfig, decoder: Decoder, where: str) -> Sou
         from wrtfd.decoders.slcan import SlcanDecoder
         from wrtfd.sources.slcan import SlcanSource
 
-        if not isinstance(decoder, SlcanDecoder):
-            raise ConfigError(
-                f"{where}.protocol: slcan needs the SLCAN decoder, got {type(decoder).__name__}"
-            )
-        return _call(where, "link_options", SlcanSource, src.source_name, settings, decoder, **opts)
+        slcan = _decoder_as(
+            decoder, SlcanDecoder, where, f"slcan needs the SLCAN decoder, got {type(decoder).__name__}"
+        )
+        return _call(where, "link_options", SlcanSource, src.source_name, settings, slcan, **opts)
     if src.protocol == "obd":
         from wrtfd.decoders.obd import ObdDecoder
         from wrtfd.sources.elm327 import Elm327Source
 
-        if not isinstance(decoder, ObdDecoder):
-            raise ConfigError(f"{where}.protocol: obd needs the OBD decoder")
-        return _call(where, "link_options", Elm327Source, src.source_name, settings, decoder, **opts)
+        obd = _decoder_as(decoder, ObdDecoder, where, "obd needs the OBD decoder")
+        return _call(where, "link_options", Elm327Source, src.source_name, settings, obd, **opts)
     return _call(where, "link_options", SerialLineSource, src.source_name, settings, decoder, **opts)
 
 
@@ -221,25 +227,24 @@ def build_source(loaded: LoadedConfig, index: int, src: SourceConfig) -> BuiltSo
             from wrtfd.decoders.assetto_corsa import AssettoCorsaDecoder
             from wrtfd.sources import assetto_corsa
 
-            if not isinstance(decoder, AssettoCorsaDecoder):
-                raise ConfigError(f"{where}.protocol: kind assetto_corsa needs the Assetto Corsa decoder")
+            ac = _decoder_as(
+                decoder, AssettoCorsaDecoder, where, "kind assetto_corsa needs the Assetto Corsa decoder"
+            )
             source = _call(
-                where, "host", assetto_corsa.AssettoCorsaSource, name, decoder, host=src.host, port=src.port
+                where, "host", assetto_corsa.AssettoCorsaSource, name, ac, host=src.host, port=src.port
             )
             address = f"udp peer {src.host}:{src.port}"
         elif isinstance(src, AccSourceConfig):
             from wrtfd.decoders.acc import AccDecoder
             from wrtfd.sources.acc import AccSource
 
-            if not isinstance(decoder, AccDecoder):
-                raise ConfigError(f"{where}.protocol: kind acc needs the ACC broadcasting decoder")
-
+            acc = _decoder_as(decoder, AccDecoder, where, "kind acc needs the ACC broadcasting decoder")
             source = _call(
                 where,
                 "host",
                 AccSource,
                 name,
-                decoder,
+                acc,
                 host=src.host,
                 port=src.port,
                 password=src.password,
@@ -252,15 +257,13 @@ def build_source(loaded: LoadedConfig, index: int, src: SourceConfig) -> BuiltSo
             from wrtfd.decoders.gt7 import Gt7Decoder
             from wrtfd.sources.gt7 import Gt7Source
 
-            if not isinstance(decoder, Gt7Decoder):
-                raise ConfigError(f"{where}.protocol: kind gt7 needs the Gran Turismo 7 decoder")
-
+            gt7 = _decoder_as(decoder, Gt7Decoder, where, "kind gt7 needs the Gran Turismo 7 decoder")
             source = _call(
                 where,
                 "console",
                 Gt7Source,
                 name,
-                decoder,
+                gt7,
                 console=src.console,
                 console_port=src.console_port,
                 host=src.host,

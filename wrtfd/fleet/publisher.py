@@ -58,14 +58,11 @@ from wrtfd.fleet.queue import UploadEntry, UploadQueue, object_name
 from wrtfd.fleet.status import status_message
 from wrtfd.fleet.upload import FileGoneError, ObjectUploader
 from wrtfd.recorder.observe import (
+    EVENT_KINDS,
     FileClosed,
     FileOpened,
     LiveFrames,
-    MarkerAdded,
     RecordingEvent,
-    SessionEnded,
-    SessionStarted,
-    SourceStateChanged,
 )
 
 __all__ = ["EVENT_BUFFER", "LIVE_BUFFER_BLOCKS", "FleetPublisher"]
@@ -843,18 +840,8 @@ def _size_of(path: str) -> int:
         return 0
 
 
-_EVENT_TYPES: dict[type, str] = {
-    FileOpened: "file_opened",
-    FileClosed: "file_closed",
-    SessionStarted: "session_started",
-    SessionEnded: "session_ended",
-    MarkerAdded: "marker",
-    SourceStateChanged: "source",
-}
-
-
 def _event_doc(item: RecordingEvent) -> dict[str, Any]:
-    doc: dict[str, Any] = {"type": _EVENT_TYPES.get(type(item), type(item).__name__)}
+    doc: dict[str, Any] = {"type": EVENT_KINDS.get(type(item), type(item).__name__)}
     doc.update(asdict(item))
     doc.setdefault("time_us", time.time_ns() // 1000)
     return doc

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -41,7 +40,7 @@ from wrtfd.errors import ConfigError, DecodeError, ImportFormatError
 from wrtfd.importers.output import check_output, place_outputs, staging_dir
 from wrtfd.importers.plan import ImportPlan, add_groups
 from wrtfd.importers.replay import GroupPlan, GroupReplay
-from wrtfd.importers.report import ImportReport, Progress, refuse_options
+from wrtfd.importers.report import ImportReport, Progress, refuse_options, run_report
 
 __all__ = [
     "DEFAULT_RATE_HZ",
@@ -368,15 +367,4 @@ def import_can_log(
 def run_import(args: argparse.Namespace) -> int:
     """Entry point for ``wrtfd import LOG --format candump|savvycan``."""
     refuse_options(args, "CAN log", "track")
-    report = import_can_log(
-        args.file,
-        args.output,
-        fmt=args.format,
-        dbc=args.dbc,
-        plan=getattr(args, "plan", None),
-        rate_hz=args.rate,
-        start_timestamp_us=args.start_timestamp,
-        force=args.force,
-    )
-    report.write(sys.stderr)
-    return 0
+    return run_report(import_can_log, args, fmt=args.format, dbc=args.dbc, plan=getattr(args, "plan", None))

@@ -31,7 +31,6 @@ import argparse
 import itertools
 import re
 import statistics
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ from wrtfd.errors import ConfigError, DecodeError, ImportFormatError
 from wrtfd.importers.output import check_output, place_outputs, staging_dir
 from wrtfd.importers.plan import ImportPlan, add_groups
 from wrtfd.importers.replay import GroupPlan, GroupReplay
-from wrtfd.importers.report import ImportReport, Progress, refuse_options
+from wrtfd.importers.report import ImportReport, Progress, refuse_options, run_report
 
 __all__ = ["SOURCE_NAME", "import_nmea_log", "receiver_rate_hz", "run_import", "sentences"]
 
@@ -210,13 +209,4 @@ def import_nmea_log(
 def run_import(args: argparse.Namespace) -> int:
     """Entry point for ``wrtfd import GPS.log --format nmea``."""
     refuse_options(args, "NMEA log", "track")
-    report = import_nmea_log(
-        args.file,
-        args.output,
-        plan=getattr(args, "plan", None),
-        rate_hz=args.rate,
-        start_timestamp_us=args.start_timestamp,
-        force=args.force,
-    )
-    report.write(sys.stderr)
-    return 0
+    return run_report(import_nmea_log, args, plan=getattr(args, "plan", None))

@@ -11,13 +11,21 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from wrtfd.errors import ImportFormatError
 
-__all__ = ["PROGRESS_MIN_BYTES", "ImportReport", "Progress", "earliest_start_us", "refuse_options"]
+__all__ = [
+    "PROGRESS_MIN_BYTES",
+    "ImportReport",
+    "Progress",
+    "earliest_start_us",
+    "refuse_options",
+    "run_report",
+]
 
 #: Files smaller than this import in about a second: no progress display.
 PROGRESS_MIN_BYTES = 4 << 20
@@ -70,6 +78,22 @@ def refuse_options(args: Any, what: str, *options: str) -> None:
     for option in options:
         if getattr(args, option, None) is not None:
             raise ImportFormatError(f"--{option} is not used for {what} imports")
+
+
+def run_report(importer: Callable[..., ImportReport], args: Any, **options: Any) -> int:
+    """The command line's side of an importer that fills an :class:`ImportReport`: the options
+    every such format takes (``--rate``, ``--start-timestamp``, ``--force``) plus its own
+    ``options``, the report on stderr; the exit code (0)."""
+    report = importer(
+        args.file,
+        args.output,
+        rate_hz=args.rate,
+        start_timestamp_us=args.start_timestamp,
+        force=args.force,
+        **options,
+    )
+    report.write(sys.stderr)
+    return 0
 
 
 class Progress:

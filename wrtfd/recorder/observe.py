@@ -23,6 +23,7 @@ from typing import Protocol
 import numpy as np
 
 __all__ = [
+    "EVENT_KINDS",
     "DiskSpaceChanged",
     "FileClosed",
     "FileOpened",
@@ -133,6 +134,17 @@ RecordingEvent = (
     | SourceStateChanged
     | DiskSpaceChanged
 )
+
+#: The name each event goes by outside the process (the pit-wall page's ``kind``, the fleet's
+#: ``type``), one table so that both say the same.
+EVENT_KINDS: dict[type, str] = {
+    FileOpened: "file_opened",
+    FileClosed: "file_closed",
+    SessionStarted: "session_started",
+    SessionEnded: "session_ended",
+    MarkerAdded: "marker",
+    SourceStateChanged: "source",
+}
 
 
 class Observer(Protocol):

@@ -24,6 +24,7 @@ import numpy as np
 
 from wrtfd.format.schema import Leaf, Schema
 from wrtfd.recorder.observe import (
+    EVENT_KINDS,
     FileClosed,
     FileOpened,
     LiveFrames,
@@ -179,33 +180,26 @@ def _column(frames: np.ndarray, path: tuple[str | int, ...]) -> np.ndarray:
     return np.asarray(col, dtype=np.float64)
 
 
+#: The fields of each event the page shows (events without ``wall_us`` get the time they are shown).
+_PAGE_FIELDS: dict[type, tuple[str, ...]] = {
+    MarkerAdded: ("group", "tick", "wall_us", "note"),
+    SessionStarted: ("group", "reason", "wall_us"),
+    SessionEnded: ("group", "reason", "duration_s", "laps", "best_lap_s"),
+    FileOpened: ("group", "path", "wall_us"),
+    FileClosed: ("group", "path", "frames", "complete"),
+}
+
+
 def _event_dict(ev: RecordingEvent) -> dict[str, Any]:
-    if isinstance(ev, MarkerAdded):
-        return {"kind": "marker", "group": ev.group, "tick": ev.tick, "wall_us": ev.wall_us, "note": ev.note}
-    if isinstance(ev, SessionStarted):
-        return {"kind": "session_started", "group": ev.group, "reason": ev.reason, "wall_us": ev.wall_us}
+    fields = _PAGE_FIELDS.get(type(ev))
+    if fields is None:
+        return {"kind": type(ev).__name__, "wall_us": time.time_ns() // 1000}
+    doc: dict[str, Any] = {"kind": EVENT_KINDS[type(ev)]}
+    doc.update((name, getattr(ev, name)) for name in fields)
     if isinstance(ev, SessionEnded):
-        return {
-            "kind": "session_ended",
-            "group": ev.group,
-            "reason": ev.reason,
-            "duration_s": round(ev.duration_s, 3),
-            "laps": ev.laps,
-            "best_lap_s": ev.best_lap_s,
-            "wall_us": time.time_ns() // 1000,
-        }
-    if isinstance(ev, FileOpened):
-        return {"kind": "file_opened", "group": ev.group, "path": ev.path, "wall_us": ev.wall_us}
-    if isinstance(ev, FileClosed):
-        return {
-            "kind": "file_closed",
-            "group": ev.group,
-            "path": ev.path,
-            "frames": ev.frames,
-            "complete": ev.complete,
-            "wall_us": time.time_ns() // 1000,
-        }
-    return {"kind": type(ev).__name__, "wall_us": time.time_ns() // 1000}
+        doc["duration_s"] = round(ev.duration_s, 3)
+    doc.setdefault("wall_us", time.time_ns() // 1000)
+    return doc
 
 
 class LiveView:
