@@ -310,18 +310,24 @@ def assert_pcars1_matches(packets: list[bytes]) -> int:
 
 
 def pcars1_random_packets(rng: random.Random, n: int) -> Iterator[bytes]:
-    """Random telemetry bodies (type 0); the viewed index valid or not; every other packet keeps
-    the last one's per-car status bytes (race position, laps, current lap, sector)."""
+    """Random telemetry bodies (type 0); the viewed index valid or not; half of the packets keep
+    the last one's per-car status bytes (race position, laps, current lap, sector) and last
+    sector times (the decoder's remembered columns), a quarter of them with one bit of one car's
+    sector time flipped (the columns are fresh)."""
     last = bytearray(1367)
     for _ in range(n):
         data = bytearray(rng.randbytes(1367))
         data[2] &= 0xFC  # packet type 0: telemetry
         data[3] = rng.randrange(256)
         data[4] = rng.choice((0, 7, 55)) if rng.random() < 0.6 else rng.choice((56, 127, 128, 255))
-        if rng.random() < 0.5:
+        keep = rng.random()
+        if keep < 0.75:
             for car in range(56):
                 at = 464 + 16 * car
-                data[at + 8 : at + 12] = last[at + 8 : at + 12]
+                data[at + 8 : at + 16] = last[at + 8 : at + 16]
+            if keep >= 0.5:
+                at = 464 + 16 * rng.randrange(56) + 12 + rng.randrange(4)
+                data[at] = last[at] ^ 1 << rng.randrange(8)
         last = data
         yield bytes(data)
 

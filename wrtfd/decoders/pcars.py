@@ -35,6 +35,7 @@ is not documented), so samples are placed by their arrival.
 from __future__ import annotations
 
 import struct
+from array import array
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -210,33 +211,36 @@ _TIMINGS_HEAD = struct.Struct("<IIBBBBbIffff")
 _CAR_V2 = "3h3hHBBBBHBBffH"
 _TIMINGS_TAIL = struct.Struct("<HI")  # local participant index, tick count
 _CAR_V2_SIZE = struct.calcsize("<" + _CAR_V2)  # 32
-# What the decoder unpacks of each participant info: the race position, sector, car index and
-# race state bytes are skipped (their bit fields are cut from stride slices of the datagram with
-# ``bytes.translate``, cheaper than unpacking and masking them one by one). 13 items: world
-# position x3, orientation x3, lap distance, highest flag, pit mode, current lap, current time,
-# current sector time, multiplayer index.
-_CAR_V2_READ = "3h3hH2xBB3xBffH"
-_CAR_V2_ITEMS = 13
 _CAR_INDICES = struct.Struct(f"<{PARTICIPANTS_V2}H")
-#: The whole timings packet in one unpack: the head (12 items), 32 x the read participant
-#: items, the tail (local participant index, tick count).
-_TIMINGS = struct.Struct(_TIMINGS_HEAD.format + _CAR_V2_READ * PARTICIPANTS_V2 + "HI")
 _TIMINGS_CARS_AT = _TIMINGS_HEAD.size  # 33
 _TIMINGS_CARS_END = _TIMINGS_CARS_AT + PARTICIPANTS_V2 * _CAR_V2_SIZE
+#: The head and the tail (local participant index, tick count) of a timings packet in one
+#: unpack, the participants padded over: 14 items.
+_TIMINGS = struct.Struct(_TIMINGS_HEAD.format + f"{_TIMINGS_CARS_END - _TIMINGS_CARS_AT}x" + "HI")
 
 
-def _car_items(first: int, cars: int, per_car: int) -> tuple[slice, ...]:
-    """Slices of an unpacked tuple, one per item of a car: item j of every car (``cars`` runs of
-    ``per_car`` items from ``first``). A stride slice of the tuple is a channel's array."""
-    end = first + cars * per_car
-    return tuple(slice(first + j, end, per_car) for j in range(per_car))
+def _column(code: str, offset: int, stride: int, cars: int) -> struct.Struct:
+    """One field of every car of a participant array as one Struct (from the array's start): its
+    unpack is the channel's tuple, the pads skip the other fields. Cheaper than unpacking every
+    car's fields into one tuple and cutting stride slices from it (no wide tuple, no copies)."""
+    gap = stride - struct.calcsize("<" + code)
+    lead = f"{offset}x" if offset else ""
+    return struct.Struct("<" + lead + f"{code}{gap}x" * (cars - 1) + code)
 
 
-# item j of every car in the _TIMINGS tuple (after its 12 head items)
+# Each participant field the decoder unpacks, as a column of every car: world position x3,
+# orientation x3, lap distance, highest flag, pit mode, current lap, current time, current
+# sector time, multiplayer index. The race position, sector, car index and race state bytes
+# (bit fields) are cut from stride slices of the datagram with ``bytes.translate`` instead,
+# cheaper than unpacking and masking them one by one.
 (
     _V2_X, _V2_Y, _V2_Z, _V2_HEADING, _V2_PITCH, _V2_BANK, _V2_DISTANCE, _V2_FLAG, _V2_PIT,
     _V2_LAP, _V2_TIME, _V2_SECTOR_TIME, _V2_MP_INDEX,
-) = _car_items(12, PARTICIPANTS_V2, _CAR_V2_ITEMS)  # fmt: skip
+) = (
+    _column(code, offset, _CAR_V2_SIZE, PARTICIPANTS_V2)
+    for code, offset in (("h", 0), ("h", 2), ("h", 4), ("h", 6), ("h", 8), ("h", 10), ("H", 12), ("B", 16),
+                         ("B", 17), ("B", 21), ("f", 22), ("f", 26), ("H", 30))
+)  # fmt: skip
 
 # --- v2 game state (type 4): 24 bytes ------------------------------------------------------------
 # build version, game/session state, ambient and track temperature, rain and snow density, wind
@@ -292,20 +296,22 @@ _V1_HEAD = struct.Struct(
 # active), laps completed (top bit: lap invalidated), current lap, sector, last sector time.
 _CAR_V1 = "3hHBBBBf"
 _CAR_V1_SIZE = struct.calcsize("<" + _CAR_V1)  # 16
-# What the decoder unpacks of each participant info (the four bytes of race position, laps,
-# current lap and sector are cut from stride slices of the datagram): world position x3, lap
-# distance, last sector time.
-_CAR_V1_READ = "3hH4xf"
-_CAR_V1_ITEMS = 5
-_V1_TAIL = struct.Struct("<f2BB")
+_V1_TAIL = struct.Struct("<f2BB")  # track length, wings x2, dpad
 _V1_TELEMETRY_SIZE = _V1_HEAD.size + PARTICIPANTS_V1 * _CAR_V1_SIZE + _V1_TAIL.size  # 1367
-#: The participants and the tail of a v1 telemetry packet in one unpack (from _V1_CARS_AT).
-_V1_CARS = struct.Struct("<" + _CAR_V1_READ * PARTICIPANTS_V1 + _V1_TAIL.format[1:])
 _V1_CARS_AT = _V1_HEAD.size
 _V1_CARS_END = _V1_CARS_AT + PARTICIPANTS_V1 * _CAR_V1_SIZE
-# item j of every car in the _V1_CARS tuple, and where its tail's four items start
-_V1_X, _V1_Y, _V1_Z, _V1_DISTANCE, _V1_SECTOR_TIME = _car_items(0, PARTICIPANTS_V1, _CAR_V1_ITEMS)
-_V1_TAIL_ITEM = PARTICIPANTS_V1 * _CAR_V1_ITEMS
+#: The head and the tail of a v1 telemetry packet in one unpack (the participants padded over).
+_V1_HEAD_TAIL = struct.Struct(_V1_HEAD.format + f"{_V1_CARS_END - _V1_CARS_AT}x" + _V1_TAIL.format[1:])
+_V1_TAIL_SPEC: list[tuple[str | None, int]] = [("_track_length", 1), ("_wings", 2), ("_dpad", 1)]
+
+
+# world position x3 and lap distance of every car (the other fields: bytes 8-15, see _Columns)
+_V1_X, _V1_Y, _V1_Z, _V1_DISTANCE = (
+    _column(code, offset, _CAR_V1_SIZE, PARTICIPANTS_V1)
+    for code, offset in (("h", 0), ("h", 2), ("h", 4), ("H", 6))
+)
+#: Every car's last sector time, from bytes 8-15 of every car (see _v1_status).
+_V1_SECTOR_TIMES = struct.Struct("<" + "4xf" * PARTICIPANTS_V1)
 _V1_STRINGS_SIZE = 1347
 _V1_MORE_STRINGS_SIZE = 1028
 V1_SIZES = frozenset({_V1_TELEMETRY_SIZE, _V1_STRINGS_SIZE, _V1_MORE_STRINGS_SIZE})
@@ -483,21 +489,23 @@ class _Session:
 class _Columns:
     """The per-car status bytes of every participant entry, as channel tuples, remembered.
 
-    ``convert`` turns the raw columns (stride slices of the datagram: one byte of every car;
-    or a tuple of unpacked items) into the channels' tuples. Race positions, laps, sectors,
-    states and flags of a field of cars change a few times a lap, not every packet, so the
-    last columns' tuples are kept and reused while the columns are the same: a compare instead
-    of building 32 or 56 ints per channel again (tuples are immutable, sharing them is safe).
+    ``convert`` turns the raw columns (v2: stride slices of the datagram, one byte of every car;
+    v1: an array of bytes 8-15 of every car, one u64 each, cheaper to cut and compare than eight
+    stride slices) into the channels' tuples. Race positions, laps, sectors, states, flags and
+    (v1) last sector times of a field of cars change a few times a lap, not every packet, so
+    the last columns' tuples are kept and reused while the columns are the same: a compare
+    instead of building 32 or 56 values per channel again (tuples are immutable, sharing them
+    is safe).
     """
 
     __slots__ = ("_convert", "_key", "_value")
 
-    def __init__(self, convert: Callable[[Any], tuple[tuple[int, ...], ...]]) -> None:
+    def __init__(self, convert: Callable[[Any], tuple[tuple[Any, ...], ...]]) -> None:
         self._convert = convert
         self._key: object = None
-        self._value: tuple[tuple[int, ...], ...] = ()
+        self._value: tuple[tuple[Any, ...], ...] = ()
 
-    def __call__(self, columns: tuple[Any, ...]) -> tuple[tuple[int, ...], ...]:
+    def __call__(self, columns: object) -> tuple[tuple[Any, ...], ...]:
         if columns != self._key:
             self._value = self._convert(columns)
             self._key = columns
@@ -522,17 +530,22 @@ def _v2_status(columns: tuple[bytes, ...]) -> tuple[tuple[int, ...], ...]:
     )
 
 
-def _v1_status(columns: tuple[bytes, bytes, bytes, bytes]) -> tuple[tuple[int, ...], ...]:
-    """v1 participant bytes 8 (race position, active), 9 (laps completed, lap invalidated), 10
-    (current lap) and 11 (sector) -> those six channels."""
-    position, laps, lap, sector = columns
+def _v1_status(key: array[int]) -> tuple[tuple[Any, ...], ...]:
+    """v1 participant bytes 8-15 of every car (an array of one u64 a car) -> race position and
+    active (byte 8), laps completed and lap invalidated (9), current lap (10), sector (11) and
+    last sector time (12-15, f32): seven channels. Sector times change at sector lines, a few
+    times a lap per car, like the status bytes."""
+    raw = key.tobytes()
+    position = raw[0::8]
+    laps = raw[1::8]
     return (
         tuple(position.translate(_LOW7)),
         tuple(position.translate(_TOP)),
         tuple(laps.translate(_LOW7)),
         tuple(laps.translate(_TOP)),
-        tuple(lap),
-        tuple(sector.translate(_LOW3)),
+        tuple(raw[2::8]),
+        tuple(raw[3::8].translate(_LOW3)),
+        _V1_SECTOR_TIMES.unpack(raw),
     )
 
 
@@ -726,12 +739,12 @@ class Pcars2Decoder(_Base):
         status = (data[at + 14 : end : size], data[at + 15 : end : size], data[at + 18 : end : size],
                   data[at + 19 : end : size], data[at + 20 : end : size])  # fmt: skip
         race_position, active, sector, race_state, invalidated, car_index, human = self._status(status)
-        distance = t[_V2_DISTANCE]
-        flag = t[_V2_FLAG]
-        pit = t[_V2_PIT]
-        lap = t[_V2_LAP]
-        time = t[_V2_TIME]
-        sector_time = t[_V2_SECTOR_TIME]
+        distance = _V2_DISTANCE.unpack_from(data, at)
+        flag = _V2_FLAG.unpack_from(data, at)
+        pit = _V2_PIT.unpack_from(data, at)
+        lap = _V2_LAP.unpack_from(data, at)
+        time = _V2_TIME.unpack_from(data, at)
+        sector_time = _V2_SECTOR_TIME.unpack_from(data, at)
         values = {
             "num_participants": t[6],
             "participants_changed_timestamp": t[7],
@@ -741,12 +754,14 @@ class Pcars2Decoder(_Base):
             "split_time": t[11],
             "local_participant_index": local,
             "tick_count": t[-1],
-            "all_world_position_x": t[_V2_X],
-            "all_world_position_y": t[_V2_Y],
-            "all_world_position_z": t[_V2_Z],
-            "all_orientation_heading": t[_V2_HEADING],  # quantised, as sent (see the definition)
-            "all_orientation_pitch": t[_V2_PITCH],
-            "all_orientation_bank": t[_V2_BANK],
+            "all_world_position_x": _V2_X.unpack_from(data, at),
+            "all_world_position_y": _V2_Y.unpack_from(data, at),
+            "all_world_position_z": _V2_Z.unpack_from(data, at),
+            "all_orientation_heading": _V2_HEADING.unpack_from(
+                data, at
+            ),  # quantised, as sent (see the definition)
+            "all_orientation_pitch": _V2_PITCH.unpack_from(data, at),
+            "all_orientation_bank": _V2_BANK.unpack_from(data, at),
             "all_current_lap_distance": distance,
             "all_race_position": race_position,
             "all_is_active": active,
@@ -760,7 +775,7 @@ class Pcars2Decoder(_Base):
             "all_current_lap": lap,
             "all_current_time": time,
             "all_current_sector_time": sector_time,
-            "all_mp_participant_index": t[_V2_MP_INDEX],
+            "all_mp_participant_index": _V2_MP_INDEX.unpack_from(data, at),
         }
         i = self._viewed_index()
         if i is not None:
@@ -861,7 +876,8 @@ class Pcars1Decoder(_Base):
 
     def __init__(self, *, channels: Sequence[str] | None = None) -> None:
         super().__init__(channels)
-        self._layout = _mapped(_V1_SPEC, _V1_EXTRA)
+        self._layout = _mapped(_V1_SPEC + _V1_TAIL_SPEC, _V1_EXTRA)
+        self._i_tail = _position(_V1_SPEC + _V1_TAIL_SPEC, "_track_length")
         self._i_state = _position(_V1_SPEC, "_game_session_state")
         self._i_flags = _position(_V1_SPEC, "_race_state_flags")
         self._i_gear = _position(_V1_SPEC, "_gear_byte")
@@ -891,12 +907,12 @@ class Pcars1Decoder(_Base):
         if kind == 2:
             self.skipped.add("participant_strings")
             return None
-        t = _V1_HEAD.unpack_from(data)
+        t = _V1_HEAD_TAIL.unpack_from(data)
         values = self._layout.build(t)
         state = t[self._i_state]
-        game, session = state & 0x07, state >> 4
+        game, session_state = state & 0x07, state >> 4
         values["game_state"] = game
-        values["session_state"] = session
+        values["session_state"] = session_state
         (
             values["race_state"],
             values["lap_invalidated"],
@@ -904,22 +920,23 @@ class Pcars1Decoder(_Base):
             values["boost_active"],
         ) = _V1_RACE_FLAGS[t[self._i_flags] & 0x3F]
         values["gear"], values["num_gears"] = _GEARS[t[self._i_gear]]
-        at, end, size = _V1_CARS_AT, _V1_CARS_END, _CAR_V1_SIZE
-        c = _V1_CARS.unpack_from(data, at)
-        x = values["all_world_position_x"] = c[_V1_X]
-        y = values["all_world_position_y"] = c[_V1_Y]
-        z = values["all_world_position_z"] = c[_V1_Z]
-        distance = values["all_current_lap_distance"] = c[_V1_DISTANCE]
-        status = (data[at + 8 : end : size], data[at + 9 : end : size], data[at + 10 : end : size],
-                  data[at + 11 : end : size])  # fmt: skip
-        race_position, active, completed, invalidated, lap, sector = self._status(status)
+        at, end = _V1_CARS_AT, _V1_CARS_END
+        x = values["all_world_position_x"] = _V1_X.unpack_from(data, at)
+        y = values["all_world_position_y"] = _V1_Y.unpack_from(data, at)
+        z = values["all_world_position_z"] = _V1_Z.unpack_from(data, at)
+        distance = values["all_current_lap_distance"] = _V1_DISTANCE.unpack_from(data, at)
+        # bytes 8-15 of every car (the second u64 of its 16): compared as one array, cheaper
+        # than eight stride slices of the datagram
+        race_position, active, completed, invalidated, lap, sector, times = self._status(
+            array("Q", data[at:end])[1::2]
+        )
         values["all_race_position"] = race_position
         values["all_is_active"] = active
         values["all_laps_completed"] = completed
         values["all_lap_invalidated"] = invalidated
         values["all_current_lap"] = lap
         values["all_sector"] = sector
-        values["all_last_sector_time"] = c[_V1_SECTOR_TIME]
+        values["all_last_sector_time"] = times
         viewed = t[self._i_viewed]
         if 0 <= viewed < PARTICIPANTS_V1:
             values["world_position_x"] = x[viewed]
@@ -933,11 +950,13 @@ class Pcars1Decoder(_Base):
         else:  # no car viewed: no viewed car's channels (the template has their keys)
             for key in _V1_VIEWED_KEYS:
                 del values[key]
-        tail = _V1_TAIL_ITEM
-        values["track_length"] = c[tail]
-        values["wings"] = c[tail + 1 : tail + 3]
-        values["dpad"] = c[tail + 3]
-        self.session.states(game, session)
+        tail = self._i_tail
+        values["track_length"] = t[tail]
+        values["wings"] = t[tail + 1 : tail + 3]
+        values["dpad"] = t[tail + 3]
+        signals = self.session
+        if game != signals.game_state or session_state != signals.session_state:
+            signals.states(game, session_state)  # (unchanged states signal nothing)
         return self._result(values)
 
 
