@@ -72,7 +72,7 @@ def main() -> int:
         started = []
         try:
             for i, extra in enumerate(extras):
-                started.append(start_daemon(tmp, f"d{i}", extra))
+                started.append(start_daemon(tmp, f"d{i}", recorder_extra=extra))
         except BaseException:
             for proc, *_ in started:
                 proc.kill()
