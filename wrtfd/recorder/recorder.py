@@ -457,9 +457,12 @@ class Replayer:
         rx_ns = sample.rx_ns
         if rec._origin is None:
             rec.set_origin(rx_ns, self._start_us)
-        ops = rec.advance(rx_ns, flush=self._count & 1023 == 1023)
-        if ops:
-            self._take(ops)
+        flush = self._count & 1023 == 1023
+        quiet = rec.scheduler.quiet_until_ns
+        if flush or quiet is None or rx_ns >= quiet:
+            ops = rec.advance(rx_ns, flush=flush)
+            if ops:
+                self._take(ops)
         self._count += 1
         rec.scheduler.push(sample)
 

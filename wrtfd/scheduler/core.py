@@ -288,6 +288,12 @@ class TickScheduler:
     def now_ns(self) -> int | None:
         return self._now
 
+    @property
+    def quiet_until_ns(self) -> int | None:
+        """:meth:`advance` to a time before this closes no tick and returns no new event (None:
+        unknown), so a caller that flushes later may skip those calls (replay, every sample)."""
+        return self._wake_ns
+
     def counters(self) -> dict[str, SourceCounters]:
         return {s.name: s.counters for s in self._sources}
 
