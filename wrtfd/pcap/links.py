@@ -11,7 +11,7 @@ that runs past the captured bytes), ``bad_header`` (lengths that contradict each
 Header layouts: RFC 791 (IPv4), RFC 8200 (IPv6 and its extension headers), RFC 768 (UDP);
 link types and their headers from the tcpdump.org LINKTYPE list. The parser is hand-written with
 precompiled :class:`struct.Struct`s: dpkt's own decoders cost 4-6.5 us a packet here against
-0.3 us, and the import's whole budget is 20 us a datagram (see ``docs/import.md``).
+0.3 us, and the import's whole cost is about 16 us a datagram (see ``docs/import.md``).
 """
 
 from __future__ import annotations
