@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import struct
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,9 +21,9 @@ from wrtfd.decoders.base import Sample
 from wrtfd.decoders.registry import make_decoder
 from wrtfd.errors import ImportFormatError
 from wrtfd.format import Reader
-from wrtfd.importers.pcap import import_capture
-from wrtfd.pcap import PcapngWriter
-from wrtfd.pcap.links import LINKTYPE_ETHERNET
+from wrtfd.importers.pcap import _CaptureImport, import_capture
+from wrtfd.pcap import PcapngWriter, parse_udp
+from wrtfd.pcap.links import LINKTYPE_ETHERNET, LINKTYPE_RAW
 
 T0_NS = 1_700_000_000_000_000_000
 GAME = ("192.168.1.20", 50000)
@@ -195,3 +197,60 @@ def test_fuzz_capture_import_counts_everything(
         return
     routed = sum(n for reason, n in report.dropped.items() if reason not in PACKET_REASONS | FILE_REASONS)
     assert report.read == report.samples + routed
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    linktype=st.sampled_from([LINKTYPE_RAW, LINKTYPE_ETHERNET]),
+    packets=st.lists(
+        st.tuples(
+            st.lists(st.tuples(st.integers(0, 27), st.integers(0, 255)), max_size=3),  # header edits
+            st.one_of(st.just(0), st.integers(0, 60)),  # bytes cut off the end
+            st.sampled_from([b"\x08\x00", b"\x08\x00", b"\x86\xdd", b"\x81\x00"]),  # Ethernet type
+        ),
+        min_size=1,
+        max_size=25,
+    ),
+)
+def test_import_reads_every_packet_as_parse_udp_does(
+    shared_data: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    linktype: int,
+    packets: list[tuple[list[tuple[int, int]], int, bytes]],
+) -> None:
+    """The import's one-unpack path for plain IPv4/UDP gives exactly parse_udp's datagrams and
+    drop reasons, whatever the headers say (lengths, options, fragments, protocol, link type)."""
+    forza = paced_forza(shared_data, 1)[0]
+    frames = []
+    for i, (edits, cut, ethertype) in enumerate(packets):
+        frame = bytearray(ipv4_udp(GAME[0], GAME[1], RIG, 5301, forza[: 20 + i]))
+        for at, value in edits:
+            frame[at % len(frame)] = value
+        frame = frame[: max(0, len(frame) - cut)]
+        if linktype == LINKTYPE_ETHERNET:
+            frame = bytearray(b"\x02" * 12 + ethertype) + frame
+        frames.append(bytes(frame))
+    first = ipv4_udp(GAME[0], GAME[1], RIG, 5301, forza)  # one good sample: the import succeeds
+    if linktype == LINKTYPE_ETHERNET:
+        first = b"\x02" * 12 + b"\x08\x00" + first
+    frames.insert(0, first)
+    cap = tmp_path / "headers.pcap"
+    cap.write_bytes(
+        classic_pcap([(T0_NS + i * 1000, f) for i, f in enumerate(frames)], linktype=linktype, nano=True)
+    )
+
+    delivered: list[tuple[int, bytes, bytes]] = []
+    original = _CaptureImport.deliver
+
+    def spy(self: _CaptureImport, route: Any, ts_ns: int, sender: bytes, payload: bytes) -> None:
+        delivered.append((ts_ns, sender, payload))
+        original(self, route, ts_ns, sender, payload)
+
+    monkeypatch.setattr(_CaptureImport, "deliver", spy)
+    report = import_capture(cap, tmp_path / "out", protocols=["forza"], force=True)
+    expected = [parse_udp(linktype, f, T0_NS + i * 1000) for i, f in enumerate(frames)]
+    assert delivered == [(d.ts_ns, d.src, d.payload) for d in expected if not isinstance(d, str)]
+    reasons = Counter(d for d in expected if isinstance(d, str))
+    assert {r: report.dropped[r] for r in PACKET_REASONS if report.dropped[r]} == dict(reasons)
+    assert report.read == len(delivered)

@@ -43,7 +43,7 @@ from wrtfd.importers.output import check_output, place_outputs, staging_dir
 from wrtfd.importers.plan import ImportPlan, PlanSource, add_groups, default_plan, udp_source
 from wrtfd.importers.replay import GroupPlan, GroupReplay
 from wrtfd.importers.report import ImportReport, Progress
-from wrtfd.pcap.links import LINKTYPE_USER0, SUPPORTED_LINK_TYPES, parse_udp
+from wrtfd.pcap.links import IPV4_UDP, LINKTYPE_USER0, SUPPORTED_LINK_TYPES, ipv4_udp_offset, parse_udp
 from wrtfd.pcap.reader import CaptureReader
 
 __all__ = ["SNIFF_MAX_DATAGRAMS", "import_capture", "parse_protocol_options", "run_import"]
@@ -377,9 +377,50 @@ def _run(reader: CaptureReader, state: _CaptureImport, report: ImportReport, fir
     lines_of = state.by_interface
     read = 0
     line_samples = 0
+    # Per interface: where a plain IPv4 header would start (None: parse_udp for every packet).
+    ip_at: dict[int, int | None] = {}
+    unpack_ipv4_udp = IPV4_UDP.unpack_from
     for n, (ts_ns, index, data) in enumerate(reader.packets(), 1):
         if n & 0x3FFF == 0:
             progress.update(reader.position)
+        # The common packet (IPv4 without options or fragments, then UDP, lengths that agree)
+        # in one unpack; anything else goes through parse_udp, which gives the same datagram or
+        # the drop reason.
+        at = ip_at.get(index, -1)
+        if at == -1:
+            linktype = interfaces[index].linktype
+            at = ip_at[index] = None if linktype is None else ipv4_udp_offset(linktype)
+        if (
+            at is not None
+            and len(data) >= at + 28
+            and data[at] == 0x45
+            and (at == 0 or data[12:14] == b"\x08\x00")
+        ):
+            total, frag, proto, src, dst, sport, dport, length = unpack_ipv4_udp(data, at)
+            if (
+                proto == 17
+                and not frag & 0x3FFF
+                and 28 <= total <= len(data) - at
+                and 8 <= length <= total - 20
+            ):
+                read += 1
+                if not first_ns:
+                    first_ns.append(ts_ns)
+                key = (src, sport, dst, dport)
+                route = cache.get(key)
+                if route is None or isinstance(route, _Flow):
+                    route = route_of(*key)
+                    if len(cache) > 4096:
+                        cache.clear()
+                    cache[key] = route
+                payload = data[at + 28 : at + 20 + length]
+                if route is None:
+                    drop("no_source")
+                elif isinstance(route, _Route):
+                    deliver(route, ts_ns, src, payload)
+                else:
+                    state.sniff(route, dport, ts_ns, src, payload)
+                continue
         interface = interfaces[index]
         linktype = interface.linktype
         if linktype is None or linktype not in SUPPORTED_LINK_TYPES:

@@ -453,10 +453,18 @@ class Replayer:
             self.recorder.set_origin(rx_ns, self._start_us)
 
     def push(self, sample: Sample) -> None:
-        self.start_at(sample.rx_ns)
-        self._take(self.recorder.advance(sample.rx_ns, flush=self._count % 1024 == 1023))
+        rec = self.recorder
+        rx_ns = sample.rx_ns
+        if rec._origin is None:
+            rec.set_origin(rx_ns, self._start_us)
+        flush = self._count & 1023 == 1023
+        quiet = rec.scheduler.quiet_until_ns
+        if flush or quiet is None or rx_ns >= quiet:
+            ops = rec.advance(rx_ns, flush=flush)
+            if ops:
+                self._take(ops)
         self._count += 1
-        self.recorder.push(sample)
+        rec.scheduler.push(sample)
 
     def mark(self, rx_ns: int, note: str) -> None:
         """A marker asked for at ``rx_ns`` (as ``POST /api/mark`` would be), after :meth:`start_at`."""

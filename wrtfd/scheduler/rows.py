@@ -46,17 +46,24 @@ _STRUCT_CODES = {
 
 
 class _PackedStore:
-    """One key set's store as a ``struct`` pack plus byte copies into the row (module docstring)."""
+    """One key set's store as a ``struct`` pack plus byte copies into the row (module docstring).
 
-    __slots__ = ("flatten", "packer", "runs")
+    ``store`` is generated per key set: the values taken in key order, arrays spread, one pack,
+    then one slice copy per run of adjacent fields, all unrolled (a loop over the runs and a
+    separate flatten call cost a third of the store).
+    """
+
+    __slots__ = ("packer", "runs", "store")
 
     def __init__(
         self,
-        flatten: Callable[[tuple[Any, ...]], tuple[Any, ...]],
+        store: Callable[[memoryview, Mapping[str, Any]], None],
         packer: struct.Struct,
         runs: tuple[tuple[int, int, int], ...],
     ) -> None:
-        self.flatten = flatten
+        #: ``store(row, values)``: everything that can fail (struct.error, TypeError, ValueError
+        #: for an array of the wrong length...) happens before the row is touched.
+        self.store = store
         self.packer = packer
         self.runs = runs  # (row offset, packed offset, length)
 
@@ -90,17 +97,18 @@ class _PackedStore:
             parts.append(f"*v[{i}]" if count is not None else f"v[{i}]")
             if count is not None:
                 checks.append(f"len(v[{i}]) != {count}")
-        check = f"    if {' or '.join(checks)}:\n        raise ValueError\n" if checks else ""
-        source = f"def flatten(v):\n{check}    return ({', '.join(parts)},)\n"
-        namespace: dict[str, Any] = {}
-        exec(compile(source, "<SourceRow>", "exec"), namespace)
-        return cls(namespace["flatten"], struct.Struct("<" + "".join(fmt)), tuple(runs))
-
-    def store(self, row: memoryview, values: tuple[Any, ...]) -> None:
-        """Everything that can fail (struct.error, TypeError, ...) happens before the row is touched."""
-        packed = self.packer.pack(*self.flatten(values))
-        for row_at, p_at, length in self.runs:
-            row[row_at : row_at + length] = packed[p_at : p_at + length]
+        packer = struct.Struct("<" + "".join(fmt))
+        lines = ["def store(row, values, pack=PACK):", "    v = tuple(values.values())"]
+        if checks:
+            lines.append(f"    if {' or '.join(checks)}:\n        raise ValueError")
+        if len(runs) == 1 and runs[0][1] == 0:
+            lines.append(f"    row[{runs[0][0]}:{runs[0][0] + runs[0][2]}] = pack({', '.join(parts)})")
+        else:
+            lines.append(f"    p = memoryview(pack({', '.join(parts)}))")
+            lines.extend(f"    row[{r}:{r + n}] = p[{a}:{a + n}]" for r, a, n in runs)
+        namespace: dict[str, Any] = {"PACK": packer.pack}
+        exec(compile("\n".join(lines) + "\n", "<SourceRow>", "exec"), namespace)
+        return cls(namespace["store"], packer, tuple(runs))
 
 
 def _store(view: np.ndarray, value: Any) -> None:
@@ -235,7 +243,7 @@ class SourceRow:
             packed = plan[0]
             if packed is not None:
                 try:
-                    packed.store(self._raw_mv, tuple(values.values()))
+                    packed.store(self._raw_mv, values)
                     if plan[2]:
                         plan[2] = 0  # failures count in a row: a rare odd value keeps the store
                     return 0, 0
@@ -249,13 +257,19 @@ class SourceRow:
                 backup = self._backup
                 backup[:] = raw  # type: ignore[index]
                 try:
-                    view[0] = tuple(values.values())
+                    with np.errstate(over="ignore", invalid="ignore"):  # 1e300 into float32: inf
+                        view[0] = tuple(values.values())
                     return 0, 0
                 except Exception:  # a value that does not fit: restore, store channel by channel
                     raw[:] = backup  # type: ignore[index]
                     plan[3] += 1
                     if plan[3] >= _MAX_PLAN_FAILURES:
                         plan[1] = None
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._apply_each(values)
+
+    def _apply_each(self, values: Mapping[str, object]) -> tuple[int, int]:
+        """The per-channel path: store what fits, count the rest."""
         unknown = bad = 0
         views = self._views
         scalar = self._scalar
@@ -272,6 +286,12 @@ class SourceRow:
             except (KeyError, TypeError, ValueError, OverflowError):
                 bad += 1
         return unknown, bad
+
+    @property
+    def casts_in_numpy(self) -> bool:
+        """True when the common path stores through numpy (all-float sources): the caller
+        silences numpy's overflow warnings around it; every other numpy store here does so itself."""
+        return self._flat is not None
 
     def mark_stale(self, names: frozenset[str] | None = None) -> None:
         """Set float channels to NaN (all of them, or the ``names`` given)."""
