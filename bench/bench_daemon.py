@@ -255,7 +255,7 @@ def main() -> int:
             rec, fz_port, f1_port, rec_status = start_daemon(tmp, "recording")
             started.append(rec)
             if args.compare_with is not None:
-                other, o_fz, o_f1, _ = start_daemon(tmp, "other", args.compare_with.resolve())
+                other, o_fz, o_f1, _ = start_daemon(tmp, "other", checkout=args.compare_with.resolve())
                 targets.append((o_fz, o_f1))
         except BaseException:
             for p in started:
