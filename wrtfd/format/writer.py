@@ -340,6 +340,7 @@ class Writer:
         # The layout frames may also come in (check on): the given schema's, without the check.
         self._data_dtype = schema.frame_dtype
         self._data_size = schema.frame_size
+        self._data_void = np.dtype(f"V{schema.frame_size}")  # one such frame as an opaque element
         opened = self.path
         if sync_on_create:
             if not exist_ok and os.path.lexists(self.path):
@@ -622,10 +623,10 @@ class Writer:
             rows: np.ndarray = np.ndarray((n, self.schema.frame_size), _BYTE, np.ascontiguousarray(frames))
             if self.check is not None and not rows.flags.writeable:
                 rows, owned = rows.copy(), True
-        else:  # the given schema's layout: the check field appended (zero). Frame sizes are
-            # multiples of 8 (N7): copied as 8-byte words, far fewer steps than bytes.
-            # The copy goes to a buffer kept between batches (nothing refers to it once
-            # write_frames returns: the rest of a batch is copied into the write buffer); a
+        else:  # the given schema's layout: the check field appended (seal() fills it). Each
+            # frame is copied as one opaque element of its size (numpy copies those with one
+            # memcpy each), into a buffer kept between batches: nothing refers to it once
+            # write_frames returns (the rest of a batch is copied into the write buffer), and a
             # fresh array per batch costs page faults.
             k = self._data_size // 8
             width = self.schema.frame_size // 8
@@ -635,7 +636,9 @@ class Writer:
                 words = np.empty((n, width), dtype=_WORD)
                 if n * width * 8 <= _KEEP_COPY_BYTES:
                     self._copy = words
-            words[:, :k] = np.ascontiguousarray(frames).view(_WORD).reshape(n, -1)
+            void = self._data_void
+            src = np.ascontiguousarray(frames).view(void)
+            words.view(_BYTE)[:, : self._data_size].view(void)[:, 0] = src
             if not self._check_fills_rest:
                 words[:, k:] = 0
             rows, owned = words.view(_BYTE), True
