@@ -196,6 +196,28 @@ def test_large_batches_follow_the_documented_layout_byte_for_byte(
         at += n
 
 
+def test_group_layouts_tile_the_batch_and_only_small_ones_are_kept() -> None:
+    """seal()'s per-batch layout: groups of at most the limit, one starting at the cut when it is
+    inside, every frame's (index, count); layouts are cached for repeated batch sizes, but a
+    huge batch's (8 bytes a frame) is not kept after the call."""
+    from wrtfd.format import check as check_module
+
+    for count, cut, limit in ((4096, 100, 8192), (20_000, 0, 8192), (20_000, 9000, 8192), (5, 5, 2)):
+        lengths, pattern = check_module._group_layout(count, cut, limit)
+        assert sum(lengths) == count == len(pattern) and max(lengths) <= limit
+        starts = np.cumsum([0, *lengths[:-1]])
+        if 0 < cut < count:
+            assert cut in starts
+        index = pattern >> np.uint64(48)
+        n = (pattern >> np.uint64(32)) & np.uint64(0xFFFF)
+        assert (pattern & np.uint64(0xFFFFFFFF) == 0).all()
+        assert list(index[starts]) == [0] * len(lengths) and list(n[starts]) == list(lengths)
+    huge = check_module._LAYOUT_CACHE_FRAMES + 1
+    check_module._group_layout(huge, 0, 8192)
+    assert all(key[0] <= check_module._LAYOUT_CACHE_FRAMES for key in check_module._GROUP_LAYOUT_CACHE)
+    assert len(check_module._GROUP_LAYOUT_CACHE) <= check_module._LAYOUT_CACHE_ENTRIES
+
+
 def test_salts_are_new_for_every_file(tmp_path: Path) -> None:
     salts = set()
     for k in range(4):

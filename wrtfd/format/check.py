@@ -293,13 +293,18 @@ def _add(out: list[CheckFailure], f: CheckFailure) -> None:
 
 
 _GROUP_LAYOUT_CACHE: dict[tuple[int, int, int], tuple[tuple[int, ...], np.ndarray]] = {}
+#: Layouts of batches up to this many frames are cached (8 bytes a frame: at most 16 x 1 MiB).
+_LAYOUT_CACHE_FRAMES = 1 << 17
+_LAYOUT_CACHE_ENTRIES = 16
 
 
 def _group_layout(count: int, cut: int, group_max: int) -> tuple[tuple[int, ...], np.ndarray]:
     """How :meth:`FrameCheck.seal` splits ``count`` frames: the group lengths (groups of at most
     ``group_max``, one starting at ``cut`` when inside), and every frame's check value
     ``(i << 48) | (n << 32)`` with the CRC zero (cached: a recorder's batches repeat sizes and
-    cuts)."""
+    cuts; bigger batches get theirs built each time: 8 bytes a frame, for the call only)."""
+    if not 0 < cut < count:
+        cut = 0
     key = (count, cut, group_max)
     layout = _GROUP_LAYOUT_CACHE.get(key)
     if layout is None:
@@ -316,9 +321,11 @@ def _group_layout(count: int, cut: int, group_max: int) -> tuple[tuple[int, ...]
             pattern = np.concatenate(
                 [(np.arange(n, dtype=np.uint64) << np.uint64(48)) | np.uint64(n << 32) for n in lengths]
             )
-        if len(_GROUP_LAYOUT_CACHE) >= 32:
-            _GROUP_LAYOUT_CACHE.pop(next(iter(_GROUP_LAYOUT_CACHE)))
-        layout = _GROUP_LAYOUT_CACHE[key] = (tuple(lengths), pattern)
+        layout = (tuple(lengths), pattern)
+        if count <= _LAYOUT_CACHE_FRAMES:
+            if len(_GROUP_LAYOUT_CACHE) >= _LAYOUT_CACHE_ENTRIES:
+                _GROUP_LAYOUT_CACHE.pop(next(iter(_GROUP_LAYOUT_CACHE)))
+            _GROUP_LAYOUT_CACHE[key] = layout
     return layout
 
 
