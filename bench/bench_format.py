@@ -168,7 +168,8 @@ def run_case(
         ],
         repeats,
     )
-    # Apart: its copies churn memory (a fresh array per batch), which would slow the others.
+    # Apart, as before the writer kept its copy buffer between batches (a fresh array per batch
+    # churned memory and slowed the others): the rows stay comparable with earlier runs.
     t_raw_w2, t_copy_w = _best_interleaved(
         [(raw_path, raw_write), (copy_path, batch_writer(copy_path, data_batches, check=True))], repeats
     )
@@ -288,7 +289,8 @@ def run_case(
             "1.00x mcap",
         ),
     ]
-    rows = [f"{name} frames: {fsize} B x {n_frames} = {nbytes / 1e6:.1f} MB"]
+    load = os.getloadavg()[0]  # other work on the machine (it shares the cores): read ratios with it
+    rows = [f"{name} frames: {fsize} B x {n_frames} = {nbytes / 1e6:.1f} MB (load average {load:.1f})"]
     rows += [f"  {a:<44} {b:>12} {c:>16}   {d}" for a, b, c, d in table]
     for p in (raw_path, wrtf_path, plain_path, copy_path, slow_path, mcap_path):
         p.unlink(missing_ok=True)

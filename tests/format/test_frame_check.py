@@ -5,6 +5,7 @@ up to the first one that fails its check."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from pathlib import Path
@@ -120,6 +121,101 @@ def test_check_values_follow_the_documented_layout(tmp_path: Path) -> None:
             group[i * 32 + 24 : i * 32 + 28] = bytes(4)
         expected = crc32c.crc32c(struct.pack("<QQ", SALT_A, start) + bytes(group))
         assert crcs == {expected}
+
+
+def _write_large(path: Path, n_floats: int, batches: list[int]) -> tuple[Schema, list[tuple[int, float]]]:
+    """A checked file of big batches (direct writes cut at page boundaries, groups capped),
+    alternately in the file's layout (check column full of garbage) and the definition's own
+    (copied); fixed salt and values. Returns the file schema and (tick, c0) of every frame."""
+    base = make_schema([fld(f"c{i}", "float32") for i in range(n_floats)])
+    file_schema = with_check(base)
+    sent: list[tuple[int, float]] = []
+    with Writer(path, base, rate_hz=100, start_timestamp_us=START_US, check=True, check_salt=SALT_A) as w:
+        w.begin_session()
+        tick = 0
+        for k, n in enumerate(batches):
+            schema = file_schema if k % 2 == 0 else base
+            a = np.zeros(n, dtype=schema.frame_dtype)
+            a["tick"] = np.arange(tick, tick + n) * 3
+            for i in range(n_floats):
+                a[f"c{i}"] = (np.arange(n) + i * 0.25 + k).astype(np.float32)
+            if schema is file_schema:
+                a[CHECK_FIELD] = 0xDEAD_BEEF_CAFE_F00D  # the writer owns the field: overwritten
+            sent += zip(a["tick"].tolist(), a["c0"].tolist(), strict=True)
+            w.write_frames(a)
+            tick += n + 1
+            if k == 3:
+                w.flush()
+    return file_schema, sent
+
+
+@pytest.mark.parametrize(
+    ("n_floats", "batches", "sha256"),
+    [
+        # 32-byte frames: every large batch is cut at a page boundary into two groups
+        (
+            4,
+            [4096, 4096, 5000, 20000, 37, 1, 4096, 130],
+            "88321807006ad0c9a09daeab18190d5d87776681b517cf6d6b0deb5f14044861",
+        ),
+        # 1032-byte frames: groups of at most 254 frames, many per batch
+        (254, [4096, 300, 4096, 1, 257], "ab4130e9d8d2f2369f3e8c56a26131f16388a741898cde79b7497153cbce4ef2"),
+    ],
+)
+def test_large_batches_follow_the_documented_layout_byte_for_byte(
+    tmp_path: Path, n_floats: int, batches: list[int], sha256: str
+) -> None:
+    """Big batches, recomputed from the file's bytes with crc32c directly: the groups tile the
+    frames, none is longer than the limit, each holds its documented index, count and CRC, the
+    data is what was sent (copies of the definition's layout included). The bytes are pinned:
+    a faster writer must write exactly what the writer wrote before (same salt, same calls)."""
+    path = tmp_path / "big.wrtf"
+    schema, sent = _write_large(path, n_floats, batches)
+    data = path.read_bytes()
+    # Pinned with the writer of commit 38a818b (one pattern and CRC store per group then).
+    assert hashlib.sha256(data).hexdigest() == sha256
+    fs = schema.frame_size
+    limit = group_limit(fs)
+    with Reader(path) as r:
+        frames = r.frames(0)
+        first = r.sessions[0].offset + 8 + schema.header_size  # the first frame's file offset
+        assert [(int(t), float(c)) for t, c in zip(frames["tick"], frames["c0"], strict=True)] == sent
+    at = 0
+    while at < len(sent):
+        (value,) = struct.unpack_from("<Q", data, first + at * fs + fs - 8)
+        n = (value >> 32) & 0xFFFF
+        assert value >> 48 == 0 and 1 <= n <= limit and at + n <= len(sent)
+        group = bytearray(data[first + at * fs : first + (at + n) * fs])
+        crcs = set()
+        for i in range(n):
+            (v,) = struct.unpack_from("<Q", group, i * fs + fs - 8)
+            assert (v >> 48, (v >> 32) & 0xFFFF) == (i, n)
+            crcs.add(v & 0xFFFFFFFF)
+            group[i * fs + fs - 8 : i * fs + fs - 4] = bytes(4)
+        assert crcs == {crc32c.crc32c(struct.pack("<QQ", SALT_A, first + at * fs) + bytes(group))}
+        at += n
+
+
+def test_group_layouts_tile_the_batch_and_only_small_ones_are_kept() -> None:
+    """seal()'s per-batch layout: groups of at most the limit, one starting at the cut when it is
+    inside, every frame's (index, count); layouts are cached for repeated batch sizes, but a
+    huge batch's (8 bytes a frame) is not kept after the call."""
+    from wrtfd.format import check as check_module
+
+    for count, cut, limit in ((4096, 100, 8192), (20_000, 0, 8192), (20_000, 9000, 8192), (5, 5, 2)):
+        lengths, pattern = check_module._group_layout(count, cut, limit)
+        assert sum(lengths) == count == len(pattern) and max(lengths) <= limit
+        starts = np.cumsum([0, *lengths[:-1]])
+        if 0 < cut < count:
+            assert cut in starts
+        index = pattern >> np.uint64(48)
+        n = (pattern >> np.uint64(32)) & np.uint64(0xFFFF)
+        assert (pattern & np.uint64(0xFFFFFFFF) == 0).all()
+        assert list(index[starts]) == [0] * len(lengths) and list(n[starts]) == list(lengths)
+    huge = check_module._LAYOUT_CACHE_FRAMES + 1
+    check_module._group_layout(huge, 0, 8192)
+    assert all(key[0] <= check_module._LAYOUT_CACHE_FRAMES for key in check_module._GROUP_LAYOUT_CACHE)
+    assert len(check_module._GROUP_LAYOUT_CACHE) <= check_module._LAYOUT_CACHE_ENTRIES
 
 
 def test_salts_are_new_for_every_file(tmp_path: Path) -> None:

@@ -91,6 +91,30 @@ def test_ticks_must_strictly_increase(
         assert w.frames_in_session == 0
 
 
+def test_the_batch_tick_check_names_the_first_bad_tick_whatever_came_before(
+    car_schema: Schema, tmp_file: Callable[..., Path]
+) -> None:
+    """write_frames compares ticks into a buffer kept between batches: a smaller batch after a
+    larger one must not see the larger one's comparisons (only its own), wherever its fault is."""
+    with Writer(tmp_file("a.wrtf"), car_schema, rate_hz=10, start_timestamp_us=START_US) as w:
+        w.begin_session()
+        tick = 0
+        steps = ((500, None, False), (40, 39, True), (40, 1, False), (3, 2, False), (700, None, False))
+        for n, bad, same in steps:
+            arr = np.zeros(n, dtype=car_schema.frame_dtype)
+            arr["tick"] = np.arange(tick, tick + n)
+            if bad is not None:
+                arr["tick"][bad] = arr["tick"][bad - 1] if same else arr["tick"][bad - 1] - 1
+                written = w.frames_in_session
+                with pytest.raises(FormatError, match=f"index {bad} after"):
+                    w.write_frames(arr)
+                assert w.frames_in_session == written
+                continue
+            w.write_frames(arr)
+            tick += n
+        assert w.frames_in_session == 1200 and w.last_tick == 1199
+
+
 def test_ticks_restart_per_session(car_schema: Schema, tmp_file: Callable[..., Path]) -> None:
     with Writer(tmp_file(), car_schema, rate_hz=10, start_timestamp_us=START_US) as w:
         w.begin_session()

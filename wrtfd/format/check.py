@@ -211,21 +211,23 @@ class FrameCheck:
         :attr:`group_max` frames, one of which starts at frame ``cut`` (when inside).
 
         ``rows``: the frames as a writable, C-contiguous ``(count, frame_size)`` uint8 array;
-        ``offset``: the file offset of the first. Per group: one store of (index, count) with
-        the CRC zero, one CRC-32C call, one store of the CRC.
+        ``offset``: the file offset of the first. Strided stores into every frame cost more than
+        the CRC itself at small frame sizes, so there are two per batch, whatever its number of
+        groups: (index, count) with the CRC zero for every frame at once, then per group one
+        CRC-32C call and one store of the CRC (through 8- and 4-byte column views: the field is
+        8-aligned in a frame whose size is a multiple of 8, N6/N7).
         """
         count, fs = rows.shape
-        col = np.ndarray((count,), dtype=_U64, buffer=rows, offset=self.offset, strides=(fs,))
-        crc_col = np.ndarray((count,), dtype=_U32, buffer=rows, offset=self.offset, strides=(fs,))
+        if (self.offset | fs) & 7:  # pragma: no cover - every Schema layout is 8-aligned (N6, N7)
+            raise ValueError("the frame check needs an 8-aligned field in a frame of 8-byte multiples")
+        lengths, pattern = _group_layout(count, cut, self.group_max)
+        rows.view(_U64)[:, self.offset >> 3] = pattern
+        crc_col = rows.view(_U32)[:, self.offset >> 2]
         mv = rows.data.cast("B")
         salt_crc = self._salt_crc
-        g = self.group_max
         a = 0
-        while a < count:
-            b = min(count, a + g)
-            if a < cut < b:
-                b = cut
-            col[a:b] = _index_count(b - a)
+        for length in lengths:
+            b = a + length
             seed = crc32c.crc32c(U64.pack(offset + a * fs), salt_crc)
             crc_col[a:b] = crc32c.crc32c(mv[a * fs : b * fs], seed)
             a = b
@@ -290,19 +292,41 @@ def _add(out: list[CheckFailure], f: CheckFailure) -> None:
         out.append(f)
 
 
-_INDEX_COUNT_CACHE: dict[int, np.ndarray] = {}
+_GROUP_LAYOUT_CACHE: dict[tuple[int, int, int], tuple[tuple[int, ...], np.ndarray]] = {}
+#: Layouts of batches up to this many frames are cached (8 bytes a frame: at most 16 x 1 MiB).
+_LAYOUT_CACHE_FRAMES = 1 << 17
+_LAYOUT_CACHE_ENTRIES = 16
 
 
-def _index_count(count: int) -> np.ndarray:
-    """The check values ``(i << 48) | (n << 32)`` (CRC zero) of a group of ``count`` frames
-    (cached: batches repeat sizes)."""
-    pat = _INDEX_COUNT_CACHE.get(count)
-    if pat is None:
-        pat = (np.arange(count, dtype=np.uint64) << np.uint64(48)) | np.uint64(count << 32)
-        if len(_INDEX_COUNT_CACHE) >= 32:
-            _INDEX_COUNT_CACHE.pop(next(iter(_INDEX_COUNT_CACHE)))
-        _INDEX_COUNT_CACHE[count] = pat
-    return pat
+def _group_layout(count: int, cut: int, group_max: int) -> tuple[tuple[int, ...], np.ndarray]:
+    """How :meth:`FrameCheck.seal` splits ``count`` frames: the group lengths (groups of at most
+    ``group_max``, one starting at ``cut`` when inside), and every frame's check value
+    ``(i << 48) | (n << 32)`` with the CRC zero (cached: a recorder's batches repeat sizes and
+    cuts; bigger batches get theirs built each time: 8 bytes a frame, for the call only)."""
+    if not 0 < cut < count:
+        cut = 0
+    key = (count, cut, group_max)
+    layout = _GROUP_LAYOUT_CACHE.get(key)
+    if layout is None:
+        lengths: list[int] = []
+        a = 0
+        while a < count:
+            b = min(count, a + group_max)
+            if a < cut < b:
+                b = cut
+            lengths.append(b - a)
+            a = b
+        pattern = np.zeros(0, dtype=np.uint64)
+        if lengths:
+            pattern = np.concatenate(
+                [(np.arange(n, dtype=np.uint64) << np.uint64(48)) | np.uint64(n << 32) for n in lengths]
+            )
+        layout = (tuple(lengths), pattern)
+        if count <= _LAYOUT_CACHE_FRAMES:
+            if len(_GROUP_LAYOUT_CACHE) >= _LAYOUT_CACHE_ENTRIES:
+                _GROUP_LAYOUT_CACHE.pop(next(iter(_GROUP_LAYOUT_CACHE)))
+            _GROUP_LAYOUT_CACHE[key] = layout
+    return layout
 
 
 def _structure(
