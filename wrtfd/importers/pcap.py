@@ -377,6 +377,25 @@ def _run(reader: CaptureReader, state: _CaptureImport, report: ImportReport, fir
     lines_of = state.by_interface
     read = 0
     line_samples = 0
+
+    def dispatch(ts_ns: int, src: bytes, sport: int, dst: bytes, dport: int, payload: bytes) -> None:
+        """A datagram to its source's route (flows are sniffed until their protocol is known)."""
+        if not first_ns:
+            first_ns.append(ts_ns)
+        key = (src, sport, dst, dport)
+        route = cache.get(key)
+        if route is None or isinstance(route, _Flow):
+            route = route_of(*key)
+            if len(cache) > 4096:
+                cache.clear()
+            cache[key] = route
+        if route is None:
+            drop("no_source")
+        elif isinstance(route, _Route):
+            deliver(route, ts_ns, src, payload)
+        else:
+            state.sniff(route, dport, ts_ns, src, payload)
+
     # Per interface: where a plain IPv4 header would start (None: parse_udp for every packet).
     ip_at: dict[int, int | None] = {}
     unpack_ipv4_udp = IPV4_UDP.unpack_from
@@ -404,22 +423,7 @@ def _run(reader: CaptureReader, state: _CaptureImport, report: ImportReport, fir
                 and 8 <= length <= total - 20
             ):
                 read += 1
-                if not first_ns:
-                    first_ns.append(ts_ns)
-                key = (src, sport, dst, dport)
-                route = cache.get(key)
-                if route is None or isinstance(route, _Flow):
-                    route = route_of(*key)
-                    if len(cache) > 4096:
-                        cache.clear()
-                    cache[key] = route
-                payload = data[at + 28 : at + 20 + length]
-                if route is None:
-                    drop("no_source")
-                elif isinstance(route, _Route):
-                    deliver(route, ts_ns, src, payload)
-                else:
-                    state.sniff(route, dport, ts_ns, src, payload)
+                dispatch(ts_ns, src, sport, dst, dport, data[at + 28 : at + 20 + length])
                 continue
         interface = interfaces[index]
         linktype = interface.linktype
@@ -441,21 +445,7 @@ def _run(reader: CaptureReader, state: _CaptureImport, report: ImportReport, fir
             drop(datagram)
             continue
         read += 1
-        if not first_ns:
-            first_ns.append(ts_ns)
-        key = (datagram.src, datagram.src_port, datagram.dst, datagram.dst_port)
-        route = cache.get(key)
-        if route is None or isinstance(route, _Flow):
-            route = route_of(*key)
-            if len(cache) > 4096:
-                cache.clear()
-            cache[key] = route
-        if route is None:
-            drop("no_source")
-        elif isinstance(route, _Route):
-            deliver(route, ts_ns, datagram.src, datagram.payload)
-        else:
-            state.sniff(route, datagram.dst_port, ts_ns, datagram.src, datagram.payload)
+        dispatch(ts_ns, datagram.src, datagram.src_port, datagram.dst, datagram.dst_port, datagram.payload)
     report.read = read
     state.finish()
     progress.done()
