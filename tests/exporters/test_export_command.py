@@ -117,7 +117,9 @@ def test_ctrl_c_leaves_nothing_behind(long_drive: Path, tmp_path: Path, fmt: str
         # whole export succeeded) before Ctrl-C arrived, or Ctrl-C hit it between the rename
         # and the exit: nothing partial either way.
         pytest.skip(f"the {fmt} export finished before Ctrl-C arrived (machine too fast for this check)")
-    assert proc.returncode == 130, err
+    # 130 from the handler; killed by SIGINT itself (-2, which a shell also shows as 130) when it
+    # lands while the interpreter shuts down, its handlers already reset
+    assert proc.returncode in (130, -signal.SIGINT), (proc.returncode, err)
     assert "Traceback" not in err
     assert list(out_dir.iterdir()) == []
 
