@@ -517,7 +517,7 @@ class LiveRecorder:
     def _want_write(self) -> None:
         """Queue a batch for the writer thread when one is due (``batch_s`` since the last one)
         or an fsync is, unless the previous batch is still being written (ops keep queueing)."""
-        if self._thread is None:
+        if self._thread is None or self._engine_done:  # after the engine: the drain's job
             return
         if self._writing_since is not None:
             self._batch_waiting = bool(self._ops)
