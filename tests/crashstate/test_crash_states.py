@@ -249,6 +249,7 @@ def test_frames_are_written_at_every_read_while_driving(recordings: dict[str, Re
     restart the batch clock, so the next batch waited a whole read more (0.4 s between writes,
     kill -9 then lost 0.52 s against the 0.42 s bound)."""
     limit = READ_INTERVAL_S + TIMING_SLACK_S
+    gaps: list[tuple[float, str]] = []
     for name in ("sigterm", "sigkill", "sighup"):
         rec = recordings[name]
         writes = [op.time_s for op in rec.log.ops if op.kind == "write"]
@@ -256,6 +257,7 @@ def test_frames_are_written_at_every_read_while_driving(recordings: dict[str, Re
             # the steady part: past the first second (a session settles, a file is created)
             lo, hi = phase[0] + 1.0, phase[-1]
             during = [t for t in writes if lo <= t <= hi]
-            assert len(during) >= 3, (name, len(during))
-            gaps = [b - a for a, b in itertools.pairwise(during)]
-            assert max(gaps) <= limit, f"{name}: {max(gaps):.3f} s between two writes while driving"
+            gaps += [(b - a, name) for a, b in itertools.pairwise(during)]
+    assert len(gaps) >= 30, len(gaps)  # about 5 a second over the runs' steady driving
+    worst, name = max(gaps)
+    assert worst <= limit, f"{name}: {worst:.3f} s between two writes while driving"

@@ -217,11 +217,16 @@ def test_two_rigs_publish_watch_sees_both_and_collect_is_byte_identical(
         again = run_cli("collect", "--url", server.url, "--token", TOKEN, "--into", str(pit))
         assert again.returncode == 0 and f"0 new file(s) (0 B), {len(local)} already in" in again.stderr
 
-        status = run_cli("fleet", "status", "--url", server.url, "--token", TOKEN)
-        assert status.returncode == 0, status.stderr
-        rows = {ln.split()[0]: ln.split() for ln in status.stdout.splitlines() if ln.startswith("rig-")}
-        assert set(rows) == {"rig-a", "rig-b"}
-        for row in rows.values():
+        def fleet_rows() -> dict[str, list[str]] | None:
+            """`fleet status` once both restarted rigs' statuses are in (each publishes every
+            second; on a loaded machine the first one after the uploads can come late)."""
+            status = run_cli("fleet", "status", "--url", server.url, "--token", TOKEN)
+            assert status.returncode == 0, status.stderr
+            rows = {ln.split()[0]: ln.split() for ln in status.stdout.splitlines() if ln.startswith("rig-")}
+            assert set(rows) == {"rig-a", "rig-b"}, status.stdout
+            return None if any(row[1] == "offline" for row in rows.values()) else rows
+
+        for row in wait_for(fleet_rows, "both rigs' status after the restart", 30).values():
             assert row[1] in ("idle", "recording") and row[3] == "0"  # nothing left to upload
     finally:
         for sim in sims:

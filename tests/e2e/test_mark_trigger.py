@@ -84,12 +84,18 @@ def test_cli_and_sigusr1_markers_and_a_triggered_group(tmp_path: Path) -> None:
                     return bool(trig["triggers"] == 1 and trig["state"] == "armed")
 
                 wait_for(rearmed, "the feed triggered, then armed again post_trigger_s later")
+
+                def forza_group() -> dict[str, Any]:
+                    return dict(d.status()["recorder"]["groups"]["forza"])
+
                 # The car still drives (500 laps of a 200 m oval at ten times: minutes, however
                 # slowly the steps above ran on a loaded machine): both groups get it.
                 d.signal(signal.SIGUSR1)
-                wait_for(
-                    lambda: d.status()["recorder"]["groups"]["forza"]["markers"] >= 2, "the SIGUSR1 marker"
-                )
+                try:
+                    wait_for(lambda: forza_group()["markers"] >= 2, "the SIGUSR1 marker")
+                except AssertionError as exc:  # say what the daemon saw (seen under CI load only)
+                    log = d.stderr[-4000:]
+                    raise AssertionError(f"{exc}\nforza: {forza_group()}\ndaemon log:\n{log}") from exc
                 assert sim.poll() is None, "the simulated race ended before the SIGUSR1 marker"
             finally:
                 if sim.poll() is None:
