@@ -678,13 +678,11 @@ class Reader:
         return sum(s.frame_count for s in self.sessions)
 
     def close(self) -> None:
-        mm, self._mm = self._mm, None
-        if mm is not None:
-            try:
-                mm.close()
-            except BufferError:
-                # Frame views handed out still point into the map; it is unmapped when they go.
-                pass
+        # Not mm.close(): numpy keeps no buffer export of the map behind a frame array (only a
+        # reference to it, as the array's base), so closing it would unmap memory that arrays
+        # handed out still read (a crash, not an error). Dropping our reference unmaps it now
+        # when no array is left, else when the last one goes.
+        self._mm = None
 
     def __enter__(self) -> Reader:
         return self
