@@ -1,0 +1,52 @@
+"""The local plane against geodesics computed independently (pyproj's Geod, Karney's algorithm)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wrtfd.tracks.geodesy import LocalPlane
+
+pyproj = pytest.importorskip("pyproj")
+GEOD = pyproj.Geod(ellps="WGS84")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lat0=st.floats(-70, 70),
+    lon0=st.floats(-179, 179),
+    azimuth=st.floats(0, 360),
+    distance=st.floats(0, 5000),
+)
+def test_distance_and_bearing_from_the_origin_are_the_geodesic_ones(
+    lat0: float, lon0: float, azimuth: float, distance: float
+) -> None:
+    lon, lat, _ = GEOD.fwd(lon0, lat0, azimuth, distance)
+    plane = LocalPlane(lat0, lon0)
+    x, y = plane.to_xy(lat, lon)
+    assert math.hypot(x, y) == pytest.approx(distance, abs=1e-6)
+    if distance > 1:
+        bearing = math.degrees(math.atan2(x, y)) % 360
+        assert min(abs(bearing - azimuth % 360), 360 - abs(bearing - azimuth % 360)) < 1e-6
+    back_lat, back_lon = plane.to_latlon(x, y)
+    assert back_lat == pytest.approx(lat, abs=1e-10)
+    assert back_lon == pytest.approx(lon, abs=1e-10)
+
+
+def test_arrays_give_the_scalars_values() -> None:
+    plane = LocalPlane(43.7347, 7.4206)
+    lat = np.array([43.7350, 43.7360, 43.7340])
+    lon = np.array([7.4210, 7.4190, 7.4230])
+    xs, ys = plane.to_xy(lat, lon)
+    for i in range(3):
+        x, y = plane.to_xy(float(lat[i]), float(lon[i]))
+        assert (xs[i], ys[i]) == (x, y)
+
+
+def test_an_origin_off_the_globe_is_refused() -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        LocalPlane(91.0, 0.0)
