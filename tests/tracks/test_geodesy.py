@@ -9,7 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wrtfd.tracks.geodesy import LocalPlane
+from tests.conftest import REPO
+from wrtfd.errors import TrackError
+from wrtfd.tracks.geodesy import LocalPlane, track_plane
+from wrtfd.tracks.model import load_track
 
 pyproj = pytest.importorskip("pyproj")
 GEOD = pyproj.Geod(ellps="WGS84")
@@ -50,3 +53,22 @@ def test_arrays_give_the_scalars_values() -> None:
 def test_an_origin_off_the_globe_is_refused() -> None:
     with pytest.raises(ValueError, match="out of range"):
         LocalPlane(91.0, 0.0)
+
+
+def test_a_track_file_anchor_lays_the_track_on_the_globe() -> None:
+    track = load_track(REPO / "config" / "tracks" / "road.trk")
+    plane = track_plane(track.extensions)
+    assert plane is not None
+    assert (plane.lat0, plane.lon0) == (44.9, 2.5)
+    # 1 km north of the origin is about 0.009 degrees of latitude, the same longitude
+    lat, lon = plane.to_latlon(0.0, 1000.0)
+    assert lat == pytest.approx(44.9 + 1000 / 111_132, abs=2e-4)
+    assert lon == pytest.approx(2.5, abs=1e-12)
+
+
+def test_tracks_without_an_anchor_and_bad_anchors() -> None:
+    assert track_plane({}) is None
+    assert track_plane({"wrtfd": {"timing-sectors": [0.0]}}) is None
+    for bad in ({"lat": "44"}, {"lat": 44.0}, [1, 2], {"lat": 100.0, "lon": 0.0}, {"lat": True, "lon": 1}):
+        with pytest.raises(TrackError, match='"geo"'):
+            track_plane({"wrtfd": {"geo": bad}})

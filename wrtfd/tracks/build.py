@@ -65,6 +65,7 @@ class Design:
     max_sector_deg: float = 15.0
     max_sector_m: float = 60.0
     timing_sectors_m: tuple[float, ...] = ()
+    geo: tuple[float, float] | None = None  # (lat, lon) of the origin: the track laid on the globe
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -230,6 +231,8 @@ def build_track(d: Design) -> tuple[Track, list[tuple[int, str]]]:
     ext: dict[str, Any] = dict(d.extra)
     if d.timing_sectors_m:
         ext.setdefault("wrtfd", {})["timing-sectors"] = list(d.timing_sectors_m)
+    if d.geo is not None:
+        ext.setdefault("wrtfd", {})["geo"] = {"lat": d.geo[0], "lon": d.geo[1]}
     track = Track(
         version="2.0",
         name=d.name,
@@ -339,7 +342,9 @@ DESIGNS: dict[str, Design] = {
         name="Hillside road course",
         comment="road.trk\n\nA road course with left and right turns of several radii and 14 m of\n"
         "elevation change: a climb through the esses, a crest, and a long downhill run.\n"
-        'Lane 0 is the racing line; timing sectors are in the "wrtfd" extension.',
+        'Lane 0 is the racing line; timing sectors are in the "wrtfd" extension, and so is\n'
+        '"geo": where the origin lies on the globe (x east, z north), an invented place for\n'
+        "simulated track days.",
         pieces=(
             Straight(220.0),  # main straight
             Turn(30.0, 90.0),  # T1 right
@@ -360,6 +365,7 @@ DESIGNS: dict[str, Design] = {
         altitude_m=10.0,
         revision="1",
         timing_sectors_m=(0.0, 400.0, 800.0),
+        geo=(44.9, 2.5),
     ),
     "kart": Design(
         name="Kart circuit",

@@ -8,6 +8,7 @@ distorted by far less than a receiver's noise. The projection is PROJ's (pyproj)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -15,8 +16,9 @@ import numpy as np
 import numpy.typing as npt
 
 from wrtfd._optional import require
+from wrtfd.errors import TrackError
 
-__all__ = ["LocalPlane"]
+__all__ = ["LocalPlane", "track_plane"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -55,3 +57,27 @@ class LocalPlane:
         """Metres east and north of the origin to degrees ``(lat, lon)``."""
         lon, lat = self._inverse.transform(x, y)
         return lat, lon
+
+
+def track_plane(extensions: Mapping[str, Any]) -> LocalPlane | None:
+    """The plane a track file is laid on: its ``"wrtfd": {"geo": {"lat": .., "lon": ..}}`` anchor.
+
+    The anchor is the geodetic position of the track's origin; track x points east and track z
+    north (y is up), so ``LocalPlane.to_latlon(x, z)`` puts a track point on the globe. ``None``
+    when the file has no anchor.
+
+    :raises TrackError: when the anchor is there but not two finite numbers in range.
+    """
+    ext = extensions.get("wrtfd")
+    geo = ext.get("geo") if isinstance(ext, Mapping) else None
+    if geo is None:
+        return None
+    if not isinstance(geo, Mapping):
+        raise TrackError('"wrtfd"."geo": expected an object {"lat": degrees, "lon": degrees}')
+    lat, lon = geo.get("lat"), geo.get("lon")
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (lat, lon)):
+        raise TrackError('"wrtfd"."geo": "lat" and "lon" must be numbers (degrees)')
+    try:
+        return LocalPlane(float(lat), float(lon))  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise TrackError(f'"wrtfd"."geo": {exc}') from exc
