@@ -15,7 +15,10 @@ import pytest
 
 from wrtfd.daemon.units import systemd_quote, verify_units, with_command
 from wrtfd.service.command import (
+    Hidden,
+    hidden_by,
     hidden_by_protect_home,
+    hidden_paths,
     reachability_problems,
     resolve_command,
     service_command,
@@ -145,3 +148,47 @@ def test_quoted_exec_start_is_read_back_by_systemd(tmp_path: Path) -> None:
     assert result.ok, result.output
     unit.write_text(unit.read_text().replace(f'"{odd}/wrtfd"', f"{odd}/wrtfd"))
     assert not verify_units([unit]).ok
+
+
+def test_hidden_paths_are_read_from_the_shipped_unit() -> None:
+    hidden = {entry.path: entry.option for entry in hidden_paths(packaged_unit("wrtfd.service"))}
+    assert hidden == {
+        Path("/home"): "ProtectHome=yes",
+        Path("/root"): "ProtectHome=yes",
+        Path("/run/user"): "ProtectHome=yes",
+        Path("/tmp"): "PrivateTmp=yes",
+        Path("/var/tmp"): "PrivateTmp=yes",
+    }
+    assert hidden_paths(packaged_unit("wrtfd@.service")) == hidden_paths(packaged_unit("wrtfd.service"))
+
+
+def test_hidden_paths_follow_every_sandboxing_option() -> None:
+    unit = (
+        "[Unit]\nInaccessiblePaths=/ignored/outside/service\n"
+        "[Service]\nProtectHome=read-only\nPrivateTmp=no\n"
+        "InaccessiblePaths=-/srv/secret +/mnt/data\n"
+        "TemporaryFileSystem=/opt/hidden:ro /var/cache\n"
+        "TemporaryFileSystem=\n"
+        "TemporaryFileSystem=/media\n"
+    )
+    assert hidden_paths(unit) == (
+        Hidden(Path("/srv/secret"), "InaccessiblePaths=-/srv/secret"),
+        Hidden(Path("/mnt/data"), "InaccessiblePaths=+/mnt/data"),
+        Hidden(Path("/media"), "TemporaryFileSystem=/media"),
+    )
+    tmpfs_home = {h.path for h in hidden_paths("[Service]\nProtectHome=tmpfs\nPrivateTmp=true\n")}
+    assert tmpfs_home == {Path("/home"), Path("/root"), Path("/run/user"), Path("/tmp"), Path("/var/tmp")}
+
+
+def test_a_venv_under_var_tmp_is_a_problem_for_the_shipped_unit() -> None:
+    python, _ = fake_env(Path(tempfile.mkdtemp(prefix="wrtfd-reach-", dir="/var/tmp")) / "venv" / "bin")
+    try:
+        hidden = hidden_paths(packaged_unit("wrtfd.service"))
+        problems = reachability_problems([Path(python)], hidden)
+        assert problems[0] == (
+            f"{python} is under /var/tmp, which the service cannot see (PrivateTmp=yes)"
+        )
+        assert hidden_by(Path("/opt/wrtfd/bin/wrtfd"), hidden) is None
+        assert hidden_by(Path("/tmpfoo/wrtfd"), hidden) is None
+    finally:
+        shutil.rmtree(Path(python).parents[2])

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -290,20 +295,28 @@ def test_written_units_verify_and_keep_their_security_score(
     assert scores == security_exposure([REPO / "systemd" / name for name in UNIT_FILES])
 
 
-def test_install_on_this_machine_without_systemd_is_one_clear_error(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_install_on_this_machine_without_systemd_is_one_clear_error() -> None:
     if Path("/run/systemd/system").is_dir():
         pytest.skip("systemd runs here: a real install would change this machine")
     if os.geteuid() != 0:
         pytest.skip("needs root to get past the root check")
-    code, lines, err = service(capsys, "install")
-    assert code == 2
-    assert err == (
+    # From a wrtfd the service could run (a refusal to install from an unreachable one comes
+    # first): a venv under /opt on the distribution's Python, which is outside /root.
+    base = "/usr/bin/python3"
+    same = f"import sys; sys.exit(sys.version_info[:2] != {tuple(sys.version_info[:2])!r})"
+    if not Path(base).is_file() or subprocess.run([base, "-c", same]).returncode != 0:
+        pytest.skip(f"no {base} of this Python version to make a venv the service could run")
+    python = make_venv("/opt", base)
+    try:
+        done = run_wrtfd(python, "service", "install")
+    finally:
+        shutil.rmtree(python.parents[2])
+    assert done.returncode == 2
+    assert done.stderr == (
         "wrtfd: error: systemd is not running on this machine (no /run/systemd/system); "
         "--root DIR prepares a system image instead\n"
     )
-    assert lines == []
+    assert done.stdout == ""
 
 
 def test_install_as_a_user_is_refused(
@@ -323,3 +336,58 @@ def test_systemd_dir_links_to_the_packaged_units() -> None:
     for name in UNIT_FILES:
         link = REPO / "systemd" / name
         assert link.read_text() == packaged_unit(name)
+
+
+def make_venv(parent: str, base_python: str = sys.executable) -> Path:
+    """A venv in a new directory under ``parent`` that runs this checkout's wrtfd: its
+    ``python`` (no pip, no script) sees this venv's packages; returns that ``python``."""
+    base = Path(tempfile.mkdtemp(prefix="wrtfd-venv-", dir=parent))
+    os.chmod(base, 0o755)
+    subprocess.run([base_python, "-m", "venv", "--without-pip", str(base / "venv")], check=True)
+    site = next((base / "venv" / "lib").glob("python3*/site-packages"))
+    ours = sysconfig.get_path("purelib")
+    (site / "wrtfd-test.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
+    return base / "venv" / "bin" / "python"
+
+
+@pytest.fixture
+def var_tmp_venv() -> Iterator[Path]:
+    """A venv under /var/tmp, which ``PrivateTmp=yes`` hides from the service."""
+    python = make_venv("/var/tmp")
+    try:
+        yield python
+    finally:
+        shutil.rmtree(python.parents[2])
+
+
+def run_wrtfd(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(python), "-m", "wrtfd", *args], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+
+
+def test_from_var_tmp_root_and_dry_run_warn_that_the_unit_cannot_start(var_tmp_venv: Path, root: Path) -> None:
+    hidden = f"{var_tmp_venv} is under /var/tmp, which the service cannot see (PrivateTmp=yes)"
+    for args in (["--root", str(root)], ["--dry-run"]):
+        done = run_wrtfd(var_tmp_venv, "service", "install", *args)
+        assert done.returncode == 0, done.stderr
+        warnings = [ln for ln in done.stdout.splitlines() if ln.startswith("warning: ")]
+        assert f"warning: {hidden}: the service could not start from this wrtfd on this machine; " in "\n".join(
+            warnings
+        ), done.stdout
+    unit = (root / "etc/systemd/system/wrtfd.service").read_text()
+    assert f"ExecStart={var_tmp_venv} -m wrtfd run" in unit.splitlines()
+
+
+def test_from_var_tmp_a_live_install_is_refused(var_tmp_venv: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to get past the root check")
+    if Path("/run/systemd/system").is_dir():
+        pytest.skip("systemd runs here: a wrong answer would change this machine")
+    done = run_wrtfd(var_tmp_venv, "service", "install")
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        f"wrtfd: error: {var_tmp_venv} is under /var/tmp, which the service cannot see (PrivateTmp=yes); "
+        "install wrtfd where a system service can run it"
+    ), done.stderr
+    assert done.stdout == ""

@@ -42,15 +42,17 @@ from wrtfd.errors import ConfigError, ServiceError
 from wrtfd.service.accounts import GROUP_SERIAL, SYSUSERS_NAME, SYSUSERS_TEXT, USER, account_state
 from wrtfd.service.command import (
     INSTALL_HINT,
+    Hidden,
     command_paths,
-    hidden_by_protect_home,
+    hidden_by,
+    hidden_paths,
     reachability_problems,
     service_command,
 )
 from wrtfd.service.configfiles import Reference, absolute_references, relative_references
 from wrtfd.service.steps import Steps, query
 
-__all__ = ["UNIT_FILES", "ServiceRequest", "install", "packaged_unit", "uninstall"]
+__all__ = ["UNIT_FILES", "ServiceRequest", "install", "packaged_unit", "uninstall", "unit_hidden_paths"]
 
 UNIT_DIR = "/etc/systemd/system"
 CONFIG_DIR = "/etc/wrtfd"
@@ -97,7 +99,18 @@ def packaged_unit(name: str) -> str:
     return importlib.resources.files("wrtfd.service").joinpath("units", name).read_text(encoding="utf-8")
 
 
-def _preflight(req: ServiceRequest) -> None:
+def unit_hidden_paths() -> tuple[Hidden, ...]:
+    """What the shipped units hide from the service, read from the units themselves."""
+    found: dict[Path, Hidden] = {}
+    for name in UNIT_FILES:
+        for entry in hidden_paths(packaged_unit(name)):
+            found.setdefault(entry.path, entry)
+    return tuple(found.values())
+
+
+def _preflight(req: ServiceRequest, problems: list[str] | None = None) -> None:
+    """Refuse before any change; ``problems`` (the service could not run this wrtfd) stop a
+    live install, right after the root check."""
     if req.instance is not None and not INSTANCE_PATTERN.fullmatch(req.instance):
         raise ServiceError(
             f"--instance {req.instance!r}: use letters, digits, '_', '.' and '-' (up to 64), "
@@ -112,6 +125,8 @@ def _preflight(req: ServiceRequest) -> None:
             raise ServiceError(
                 "must run as root (sudo); --dry-run shows every step without changing anything"
             )
+        if problems:
+            raise ServiceError(f"{problems[0]}; {INSTALL_HINT}")
         if not Path("/run/systemd/system").is_dir():
             raise ServiceError(
                 "systemd is not running on this machine (no /run/systemd/system); "
@@ -137,11 +152,10 @@ def _unit_state(req: ServiceRequest) -> tuple[bool, bool]:
 
 def install(req: ServiceRequest, out: Callable[[str], None]) -> int:
     """Install (see the module docstring); returns the exit code, raises ServiceError/ConfigError."""
-    _preflight(req)
     command = service_command()
-    problems = reachability_problems(command_paths(command))
-    if problems and req.live and not req.dry_run:
-        raise ServiceError(f"{problems[0]}; {INSTALL_HINT}")
+    hidden = unit_hidden_paths()
+    problems = reachability_problems(command_paths(command), hidden)
+    _preflight(req, problems)
     steps = Steps(req.root, dry_run=req.dry_run, out=out)
     where = "the running system" if req.live else str(req.root)
     out(
@@ -207,7 +221,7 @@ def _install_config(req: ServiceRequest, steps: Steps) -> None:
         check_buildable(loaded)
         names = ", ".join(f"{s.source_name} ({s.kind}/{s.protocol})" for s in loaded.config.sources)
         steps.out(f"checked: {req.config}: {len(loaded.config.sources)} source(s): {names}")
-        _warn_about_paths(loaded, steps, absolute_references(loaded))
+        _warn_about_paths(loaded, steps, absolute_references(loaded), unit_hidden_paths())
         refs = relative_references(loaded)
         old = steps.read(target)
         keep = old is not None and old != req.config.read_bytes() and not req.force
@@ -254,10 +268,16 @@ def _install_file(req: ServiceRequest, steps: Steps, system_path: str, source: P
     steps.write(system_path, content, what=what, summary=f"from {source}, {len(content)} bytes")
 
 
-def _warn_about_paths(loaded: LoadedConfig, steps: Steps, absolute: list[Reference]) -> None:
+def _warn_about_paths(
+    loaded: LoadedConfig, steps: Steps, absolute: list[Reference], hidden: tuple[Hidden, ...]
+) -> None:
     for ref in absolute:
-        if hidden_by_protect_home(ref.path) is not None:
-            steps.out(f"warning: {ref.key}: {ref.path} is in a home directory, which the service cannot read")
+        entry = hidden_by(ref.path, hidden)
+        if entry is not None:
+            steps.out(
+                f"warning: {ref.key}: {ref.path} is under {entry.path}, which the service cannot read "
+                f"({entry.option})"
+            )
     out_dir = loaded.config.recorder.output_dir
     if out_dir.is_absolute() and Path(STATE_DIR) not in [out_dir, *out_dir.parents]:
         steps.out(
