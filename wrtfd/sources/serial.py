@@ -221,7 +221,10 @@ class SerialSourceBase:
             return
         self.stats.set_state(state, detail)
         level = logging.WARNING if state in (SourceState.RECONNECTING, SourceState.FAILED) else logging.INFO
-        log.log(level, "%s (%s): %s %s", self.name, self.settings.path, state.value, detail)
+        # Retries of an absent device repeat with a changing detail ("retry in 2 s"): one key
+        # per source lets the daemon's rate limit pass one line per logging.repeat_interval_s.
+        extra = {"rate_key": f"reconnect:{self.name}"} if state is SourceState.RECONNECTING else None
+        log.log(level, "%s (%s): %s %s", self.name, self.settings.path, state.value, detail, extra=extra)
 
     # -- hooks -----------------------------------------------------------------------------
 
