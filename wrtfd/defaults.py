@@ -16,6 +16,7 @@ __all__ = [
     "CLOCK_OFFSET_STEP_S",
     "ENGINE_CLOSE_S",
     "ENGINE_TICK_S",
+    "FLEET_STOP_UPLOAD_S",
     "FSYNC_INTERVAL_S",
     "RAW_TAP_MAX_BYTES",
     "RECORDER_RATE_HZ",
@@ -47,6 +48,9 @@ FSYNC_INTERVAL_S = 1.0
 UDP_MAX_DATAGRAM_BYTES = 2048
 #: All raw tap files together stay under this many bytes (``recorder.raw_tap_max_bytes``, 1 GiB).
 RAW_TAP_MAX_BYTES = 1 << 30
+#: At stop, the fleet finishes queued uploads for at most this long (``fleet.stop_upload_s``):
+#: within the unit's ``TimeoutStopSec=10s`` together with the recorder's 2 s.
+FLEET_STOP_UPLOAD_S = 5.0
 
 # The durability bound's parts (docs/durability.md; wrtfd.recorder.durability computes the bound).
 #: How often the live engine hands frames to the writer thread.

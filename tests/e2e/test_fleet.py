@@ -364,3 +364,75 @@ def test_a_wrong_token_is_refused_with_a_clear_status_line_and_recording_goes_on
         if sim is not None and sim.poll() is None:
             sim.kill()
         d.stop()
+
+
+def test_a_file_closed_by_sigterm_is_uploaded_before_the_daemon_exits(
+    tmp_path: Path, server: NatsServer
+) -> None:
+    # A link slow enough that the last file takes seconds (three 16 KiB chunks, one a second
+    # after the first), well within the default stop_upload_s.
+    slow = "chunk_bytes = 16384\nupload_rate_bytes_s = 16384\n"
+    d = fleet_daemon(tmp_path, "rig-t", server, fleet_extra=slow).start()
+    rec = tmp_path / "rig-t" / "rec"
+    sim = None
+    try:
+        d.wait_ready()
+        wait_for(lambda: connected(d), "the fleet link")
+        sim = simulate(d.ports[0], laps=1, speed_scale=4.0)  # type: ignore[attr-defined]
+        wait_for(lambda: recordings(rec) and recordings(rec)[0].stat().st_size > 40_000, "a session under way")
+        sim.kill()
+        sim.wait()
+        stop(d)  # SIGTERM in the session: the file is closed by the stop
+    finally:
+        if sim is not None and sim.poll() is None:
+            sim.kill()
+        d.stop()
+    files = recordings(rec)
+    assert len(files) == 1 and files[0].stat().st_size > 32768
+    objects, _ = server_objects(server)  # after the exit: nothing of this rig runs any more
+    info = objects.get(f"rig-t/{files[0].name}")
+    assert info is not None, (sorted(objects), d.stderr)
+    assert info.headers["Wrtfd-Sha256"] == [sha(files[0])] and info.size == files[0].stat().st_size
+    assert info.headers["Wrtfd-Complete"] == ["true"]
+
+
+def test_an_incomplete_file_found_at_start_is_uploaded_as_incomplete(tmp_path: Path, server: NatsServer) -> None:
+    from wrtfd.format import Reader
+
+    # A kill -9 leftover: the daemon is killed in the middle of a session (the fleet off, so the
+    # file is only found by the next start's scan).
+    d = fleet_daemon(tmp_path, "rig-i", server, fleet_extra="upload = false\n").start()
+    sim = None
+    try:
+        d.wait_ready()
+        sim = simulate(d.ports[0], laps=1, speed_scale=4.0)  # type: ignore[attr-defined]
+        wait_for(lambda: d.status()["recorder"]["session_frames"] > 240, "a session under way")
+        rec = tmp_path / "rig-i" / "rec"
+        wait_for(lambda: recordings(rec) and recordings(rec)[0].stat().st_size > 16384, "frames on disk")
+        d.proc.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
+        d.wait_exit()
+    finally:
+        if sim is not None and sim.poll() is None:
+            sim.kill()
+        d.stop()
+    [left] = recordings(rec)
+    old = time.time() - 60
+    os.utime(left, (old, old))
+    with Reader(left) as r:  # the oracle: the reader's own scan of the file
+        assert not r.complete
+        frames = sum(s.frame_count for s in r.sessions)
+    assert frames > 0
+
+    again = Daemon(d.tmp_path, d.config_path.read_text().replace("upload = false\n", ""), status_port=d.status_port)
+    again.start()
+    try:
+        again.wait_ready()
+        wait_for(lambda: uploads_settled(again), "the upload done", 60)
+        stop(again)
+    finally:
+        again.stop()
+    objects, _ = server_objects(server)
+    info = objects[f"rig-i/{left.name}"]
+    assert info.headers["Wrtfd-Complete"] == ["false"], info.headers
+    assert info.headers["Wrtfd-Frames"] == [str(frames)]
+    assert info.headers["Wrtfd-Sha256"] == [sha(left)]

@@ -59,7 +59,8 @@ STATUS_NOTIFY_S = 2.0
 STATUS_RETRY_S = 5.0
 #: A source that neither binds nor fails within this long does not hold up READY=1.
 SOURCES_READY_TIMEOUT_S = 20.0
-#: At stop, the fleet gets this long to queue the last files and send the last status.
+#: At stop, the fleet gets this long to queue the last files and send the last status (plus
+#: ``fleet.stop_upload_s`` for the queued uploads, see FleetPublisher.close).
 FLEET_CLOSE_S = 1.5
 
 

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from wrtfd.defaults import FLEET_STOP_UPLOAD_S
 from wrtfd.errors import ConfigError
 
 __all__ = [
@@ -113,6 +114,9 @@ class FleetConfig(BaseModel):
     #: relative to the recording directory. Default: ``.fleet`` in the recording directory.
     queue_dir: LoosePath | None = None
     connect_timeout_s: Annotated[float, Field(gt=0, le=60)] = 5.0
+    #: At stop, how long queued uploads (the files just closed first among them) may still run
+    #: before the daemon exits; what is left resumes at the next start (0: none).
+    stop_upload_s: Annotated[float, Field(ge=0, le=300)] = FLEET_STOP_UPLOAD_S
     #: Wait between connection attempts (the first connection and after a loss).
     reconnect_wait_s: Annotated[float, Field(gt=0, le=300)] = 2.0
 
@@ -176,6 +180,7 @@ class FleetSettings:
     chunk_bytes: int
     upload_rate_bytes_s: int | None
     queue_dir: Path
+    stop_upload_s: float = FLEET_STOP_UPLOAD_S
 
 
 def tls_context(ca: Path | None, cert: Path | None, key: Path | None) -> ssl.SSLContext:
@@ -247,4 +252,5 @@ def fleet_settings(
         chunk_bytes=cfg.chunk_bytes,
         upload_rate_bytes_s=cfg.upload_rate_bytes_s,
         queue_dir=queue_dir,
+        stop_upload_s=cfg.stop_upload_s,
     )

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from wrtfd.errors import WrtfdError
 from wrtfd.fleet.client import connect, describe_error, ensure_streams, is_auth_error
 from wrtfd.fleet.config import FleetSettings
 from wrtfd.fleet.encoding import (
@@ -57,6 +58,7 @@ from wrtfd.fleet.encoding import (
 from wrtfd.fleet.queue import UploadEntry, UploadQueue, object_name
 from wrtfd.fleet.status import status_message
 from wrtfd.fleet.upload import FileGoneError, ObjectUploader
+from wrtfd.format import Reader
 from wrtfd.recorder.observe import (
     EVENT_KINDS,
     FileClosed,
@@ -195,11 +197,14 @@ class FleetPublisher:
         self._call(self._take_status, snapshot)
 
     async def close(self, timeout_s: float = 2.0) -> None:
-        """Queue what the last files need, send the last events and status, disconnect; bounded."""
+        """Queue what the last files need, let queued uploads run for ``stop_upload_s``, send the
+        last events and status, disconnect; bounded by ``timeout_s`` plus that upload time."""
         import anyio
 
         if self._thread is None:
             return
+        if self.settings.upload:
+            timeout_s += self.settings.stop_upload_s
         stop = self._stop
         if stop is not None:
             self._call(stop.set)
@@ -320,7 +325,10 @@ class FleetPublisher:
             self._set_state("stopped")
 
     async def _finish(self) -> None:
-        """The last files into the queue, the last events and a 'stopped' status out."""
+        """The last files into the queue, queued uploads for up to ``stop_upload_s``, the last
+        events and a 'stopped' status out."""
+        await self._drain()
+        await self._last_uploads()
         await self._drain()
         if self._prev_status is not None:
             doc = dict(self._prev_status)
@@ -330,6 +338,33 @@ class FleetPublisher:
         if self._nc is not None and self._nc.is_connected:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._nc.flush(), CLOSE_FLUSH_S)
+
+    async def _last_uploads(self) -> None:
+        """Let the upload task work through the queue (oldest first) while the link is up, until
+        it is empty or ``stop_upload_s`` ran out; an upload cut short resumes at the next start."""
+        if not self.settings.upload or self.settings.stop_upload_s <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.stop_upload_s
+        if self._pending:
+            log.info(
+                "fleet: stopping; up to %.1f s for %d queued upload(s)",
+                self.settings.stop_upload_s,
+                len(self._pending),
+            )
+        while loop.time() < deadline:
+            due, _ = self._next_entry()
+            if due is None and self.uploading is None:
+                return  # nothing left, or only uploads waiting for a retry
+            if not (self._connected is not None and self._connected.is_set() and self._online):
+                return  # no link: the queue waits on disk for the next start
+            await asyncio.sleep(0.02)
+        if self._pending:
+            log.info(
+                "fleet: %d upload(s) left after %.1f s; they resume at the next start",
+                len(self._pending),
+                self.settings.stop_upload_s,
+            )
 
     # --- connection -------------------------------------------------------------------------
 
@@ -642,7 +677,8 @@ class FleetPublisher:
                 pending=[e.path for e in self._pending.values()],
             )
             for path in found:
-                await self._enqueue(path)
+                frames, complete = await asyncio.to_thread(_recording_state, path)
+                await self._enqueue(path, frames=frames, complete=complete)
             if found:
                 log.info("fleet: queued %d finished file(s) found in %s", len(found), self.output_dir)
         self.queue_loaded = True
@@ -831,6 +867,16 @@ class FleetPublisher:
 def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
+
+
+def _recording_state(path: Path) -> tuple[int, bool]:
+    """(frames, complete) of a recording found on disk: a file left without its document footer
+    (a crash, a power cut) is incomplete, and so is one the reader cannot open (-1 frames)."""
+    try:
+        with Reader(path) as r:
+            return sum(s.frame_count for s in r.sessions), bool(r.complete)
+    except (OSError, WrtfdError):
+        return -1, False
 
 
 def _size_of(path: str) -> int:
