@@ -9,11 +9,16 @@ silent and the daemon unhealthy (exit 1, /healthz 503); once the daemon is stopp
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
+import re
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -148,6 +153,73 @@ def test_colour_only_when_asked_for_a_terminal_and_never_with_no_color(daemon: d
     assert "\x1b" not in piped.stdout and piped.stdout.splitlines()[0].endswith(": healthy")
 
 
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+def status_on_a_terminal(columns: int, *args: str) -> str:
+    """``wrtfd status`` with a real pseudo-terminal of ``columns`` columns as its output; the
+    text without its colour codes."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES")}
+    env["TERM"] = "xterm-256color"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wrtfd", "status", *args],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+        close_fds=True,
+    )
+    os.close(follower)
+    chunks = []
+    try:
+        while True:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(leader)
+        proc.wait(timeout=60)
+    return ANSI.sub("", b"".join(chunks).decode("utf-8", "replace")).replace("\r\n", "\n")
+
+
+def assert_fits(text: str, width: int, d: Daemon) -> None:
+    lines = text.splitlines()
+    assert lines and lines[0].startswith("● wrtfd "), text
+    assert "…" not in text and "..." not in text, text  # nothing cut with an ellipsis
+    assert all(len(ln) <= width for ln in lines), [ln for ln in lines if len(ln) > width]
+    assert all(ln == ln.rstrip() for ln in lines), [ln for ln in lines if ln != ln.rstrip()]
+    labels = [ln.split()[0] for ln in lines[1:4]]
+    assert labels == ["config", "daemon", "disk"], text
+    # Everything is there, wrapped where it must be: the config's path, the sources' details.
+    joined = "".join(text.split())
+    assert "".join(str(d.config_path).split()) in joined
+    for name, s in d.status()["sources"].items():
+        assert name in joined and "".join(str(s["detail"]).split()) in joined
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_status_fits_a_terminal_without_cutting_or_padding(daemon: dict[str, Any], columns: int) -> None:
+    d: Daemon = daemon["daemon"]
+    wait_for(lambda: d.status()["healthy"], "the daemon healthy while the feed runs")
+    assert_fits(status_on_a_terminal(columns, "--url", daemon["url"]), columns, d)
+
+
+def test_status_in_a_pipe_is_neither_cut_nor_padded(daemon: dict[str, Any]) -> None:
+    d: Daemon = daemon["daemon"]
+    wait_for(lambda: d.status()["healthy"], "the daemon healthy while the feed runs")
+    piped = status("--url", daemon["url"])
+    assert "\x1b" not in piped.stdout
+    assert_fits(piped.stdout, 200, d)
+    narrow = status("--url", daemon["url"], env={"COLUMNS": "80"})
+    assert_fits(narrow.stdout, 80, d)
+
+
 def test_unhealthy_when_a_required_source_goes_silent_then_unreachable(daemon: dict[str, Any]) -> None:
     d: Daemon = daemon["daemon"]
     daemon["feed"].__exit__()
@@ -197,3 +269,4 @@ def test_status_of_nothing_listening_exits_2_quickly() -> None:
     assert result.returncode == 2 and "unreachable" in result.stderr
     assert len(result.stderr.splitlines()) == 1
     assert time.monotonic() - started < 30
+

@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXIT_HEALTHY", "EXIT_UNHEALTHY", "EXIT_UNREACHABLE", "daemon_url", "register"]
+__all__ = ["EXIT_HEALTHY", "EXIT_UNHEALTHY", "EXIT_UNREACHABLE", "daemon_url", "print_trimmed", "register"]
 
 EXIT_HEALTHY = 0
 EXIT_UNHEALTHY = 1
 EXIT_UNREACHABLE = 2
 INSTALLED_CONFIG_DIR = Path("/etc/wrtfd")
-#: Output width when not on a terminal: wide enough that no table row wraps in a log or a pipe.
+#: Longest line when not on a terminal and ``$COLUMNS`` is not set: wide enough that no table
+#: row wraps in a log or a pipe. Lines are never padded to it (trailing blanks are dropped).
 PIPE_WIDTH = 200
 
 
@@ -88,18 +90,37 @@ def _status(args: argparse.Namespace) -> int:
             sys.stdout.flush()
         else:
             console = _console()
-            console.print(_view(answer.snapshot, answer.url, console))
+            print_trimmed(console, _view(answer.snapshot, answer.url, console))
         return EXIT_HEALTHY if answer.healthy else EXIT_UNHEALTHY
     return _watch(url, args)
 
 
 def _console() -> Any:
+    """The terminal's width on a terminal; in a pipe ``$COLUMNS`` if set, else :data:`PIPE_WIDTH`."""
     from rich.console import Console
 
     console = Console(highlight=False)
-    if not console.is_terminal:
-        console = Console(highlight=False, width=max(PIPE_WIDTH, console.width))
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        console = Console(highlight=False, width=PIPE_WIDTH)
     return console
+
+
+def print_trimmed(console: Any, renderable: Any) -> None:
+    """Print ``renderable`` fitted to the console's width without the blanks rich pads table
+    cells and lines with: a line ends with its last visible character."""
+    from rich.segment import Segment, Segments
+
+    out: list[Segment] = []
+    for line in console.render_lines(renderable, console.options, pad=False):
+        segments = list(line)
+        while segments and not segments[-1].control and not segments[-1].text.strip():
+            segments.pop()
+        if segments and not segments[-1].control:
+            last = segments[-1]
+            segments[-1] = Segment(last.text.rstrip(), last.style)
+        out += segments
+        out.append(Segment.line())
+    console.print(Segments(out), soft_wrap=True)
 
 
 def _view(snapshot: dict[str, Any], url: str, console: Any) -> Any:
@@ -141,7 +162,7 @@ def _watch(url: str, args: argparse.Namespace) -> int:
                 live.update(view, refresh=True)
             else:
                 console.print(Text(f"--- {stamp}", style="dim"))
-                console.print(view)
+                print_trimmed(console, view)
                 console.file.flush()
             time.sleep(args.watch)
     except KeyboardInterrupt:

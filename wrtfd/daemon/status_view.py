@@ -8,11 +8,12 @@ defensively (a missing or odd key shows as ``-``, never a traceback).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -29,6 +30,14 @@ _STATE_STYLE = {
     "stalled": "bold red",
     "failing": "bold red",
 }
+
+
+#: A column narrower than this would break its header in the middle of short words.
+_MIN_COLUMN = 8
+#: Wider than any console: the width a table would take if it had all the room it wants.
+_UNBOUNDED = 1 << 16
+#: The width of the labels before the facts (``  config``, ``  daemon``, ...).
+_LABEL_WIDTH = 8
 
 
 def format_bytes(value: object) -> str:
@@ -87,17 +96,86 @@ def _state(value: object) -> Text:
     return Text(text, style=_STATE_STYLE.get(text, ""))
 
 
-def _table(*columns: str) -> Table:
+def _table(columns: Sequence[str], *, wrap: tuple[str, ...] = ()) -> Table:
+    """A borderless table: the ``wrap`` columns (free text) wrap, long words folded, when the
+    console is narrower than the table; the others (names, states, numbers) stay on one line."""
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold", expand=False)
     for name in columns:
-        table.add_column(name, no_wrap=True)
+        if name in wrap:
+            table.add_column(name, overflow="fold", min_width=min(len(name), _MIN_COLUMN))
+        else:
+            table.add_column(name, no_wrap=True, overflow="fold")
     return table
 
 
-def _groups(rec: Mapping[str, Any]) -> Table:
-    table = _table(
-        "GROUP", "STATE", "FILE", "SIZE", "SESSION", "FRAMES", "RATE", "DROPPED", "LAPS", "BEST LAP"
-    )
+class _Fitted:
+    """A table that fits the console's width: whole when it fits; else without its ``free``
+    column (free text: a file name, a detail), which follows the table as one wrapped line per
+    row (``  name detail: text``), the ``wrap`` columns wrapping; narrower still, one wrapped
+    line per row. Nothing is cut, and no column is squeezed to a few letters."""
+
+    def __init__(
+        self,
+        columns: Sequence[str],
+        rows: list[list[RenderableType]],
+        *,
+        free: str,
+        wrap: tuple[str, ...] = (),
+    ) -> None:
+        self.columns = list(columns)
+        self.rows = rows
+        self.free = self.columns.index(free)
+        self.wrap = wrap
+
+    def _table(self, *, whole: bool) -> Table:
+        keep = [i for i in range(len(self.columns)) if whole or i != self.free]
+        table = _table([self.columns[i] for i in keep], wrap=(*self.wrap, self.columns[self.free]))
+        for cells in self.rows:
+            table.add_row(*(cells[i] for i in keep))
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        whole = self._table(whole=True)
+        unbounded = options.update(width=_UNBOUNDED, max_width=_UNBOUNDED)
+        if Measurement.get(console, unbounded, whole).maximum <= options.max_width:
+            yield whole
+            return
+        compact = self._table(whole=False)
+        if _minimum_width(compact, console, unbounded) <= options.max_width:
+            yield compact
+            label = self.columns[self.free].lower()
+            for cells in self.rows:
+                text = _plain(cells[self.free])
+                if text and text != "-":
+                    yield Text(f"  {_plain(cells[0])} {label}: {text}", overflow="fold")
+            return
+        # Narrower still: one wrapped line per row, every column named.
+        for cells in self.rows:
+            named = ", ".join(
+                f"{col.lower()} {_plain(cell)}" for col, cell in zip(self.columns[1:], cells[1:], strict=True)
+            )
+            yield Text(f"{_plain(cells[0])}: {named}", overflow="fold")
+
+
+def _plain(cell: RenderableType) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def _minimum_width(table: Table, console: Console, options: ConsoleOptions) -> int:
+    """The narrowest the table can be without cutting a no-wrap cell: their widest cells, the
+    wrap columns' minimum, and the gaps between columns."""
+    widths = [Measurement.get(console, options, column.header).maximum for column in table.columns]
+    for i, column in enumerate(table.columns):
+        for cell in column.cells:
+            need = Measurement.get(console, options, cell)
+            widths[i] = max(widths[i], need.maximum if column.no_wrap else need.minimum)
+        if column.min_width is not None:
+            widths[i] = max(widths[i], column.min_width)
+    return sum(widths) + 2 * (len(widths) - 1)
+
+
+def _groups(rec: Mapping[str, Any]) -> _Fitted:
+    rows: list[list[RenderableType]] = []
     groups = _map(rec.get("groups")) or {"main": rec}
     for name, raw in groups.items():
         g = _map(raw)
@@ -108,7 +186,7 @@ def _groups(rec: Mapping[str, Any]) -> Table:
             best += f" (lap {laps.get('best_lap_number')})"
         session = g.get("session")
         rate = g.get("frame_rate_hz")
-        table.add_row(
+        cells: list[RenderableType] = [
             str(name),
             _state(g.get("state")),
             PurePath(str(file)).name if file else "-",
@@ -119,12 +197,14 @@ def _groups(rec: Mapping[str, Any]) -> Table:
             _count(g.get("dropped_ticks")),
             _count(laps.get("lap_count")) if laps else "-",
             best,
-        )
-    return table
+        ]
+        rows.append(cells)
+    columns = ("GROUP", "STATE", "FILE", "SIZE", "SESSION", "FRAMES", "RATE", "DROPPED", "LAPS", "BEST LAP")
+    return _Fitted(columns, rows, free="FILE", wrap=("BEST LAP",))
 
 
-def _sources(sources: Mapping[str, Any]) -> Table:
-    table = _table("SOURCE", "PROTOCOL", "STATE", "RATE", "SAMPLES", "DROPPED", "LAST SAMPLE", "DETAIL")
+def _sources(sources: Mapping[str, Any]) -> _Fitted:
+    rows: list[list[RenderableType]] = []
     for name, raw in sources.items():
         s = _map(raw)
         dropped = _map(s.get("dropped"))
@@ -139,7 +219,7 @@ def _sources(sources: Mapping[str, Any]) -> Table:
         restarts = s.get("restarts")
         if isinstance(restarts, int) and restarts:
             detail += f"; {restarts} restart(s)"
-        table.add_row(
+        cells: list[RenderableType] = [
             str(name),
             f"{s.get('kind', '-')}/{s.get('protocol', '-')}",
             _state(s.get("state")),
@@ -148,8 +228,10 @@ def _sources(sources: Mapping[str, Any]) -> Table:
             drop_text,
             format_age(s.get("last_sample_age_s")),
             detail,
-        )
-    return table
+        ]
+        rows.append(cells)
+    columns = ("SOURCE", "PROTOCOL", "STATE", "RATE", "SAMPLES", "DROPPED", "LAST SAMPLE", "DETAIL")
+    return _Fitted(columns, rows, free="DETAIL", wrap=("DROPPED", "LAST SAMPLE"))
 
 
 def _disk(disk: Mapping[str, Any]) -> str:
@@ -205,8 +287,9 @@ def render_status(snapshot: Mapping[str, Any], *, url: str, unicode: bool = True
         if healthy and not problems
         else (f"unhealthy ({len(problems)} problem(s))", "red"),
     )
-    facts = _table("", "")
-    facts.show_header = False
+    facts = Table(box=None, pad_edge=False, show_edge=False, show_header=False, expand=False)
+    facts.add_column(no_wrap=True, min_width=_LABEL_WIDTH)  # a label is never cut
+    facts.add_column(overflow="fold")  # a long value wraps under itself
     facts.add_row("  config", str(snapshot.get("config", "-")))
     facts.add_row(
         "  daemon",
