@@ -144,6 +144,7 @@ EVENT_KINDS: dict[type, str] = {
     SessionEnded: "session_ended",
     MarkerAdded: "marker",
     SourceStateChanged: "source",
+    DiskSpaceChanged: "disk",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import typing
 
 import numpy as np
 import pytest
@@ -12,7 +13,18 @@ from wrtfd.daemon.web.live import Broadcaster, DiskRate, LiveView, Subscriber, a
 from wrtfd.decoders.registry import SCHEMA_DIR
 from wrtfd.format import Schema
 from wrtfd.recorder.compose import compose_definition
-from wrtfd.recorder.observe import LiveFrames, MarkerAdded
+from wrtfd.recorder.observe import (
+    EVENT_KINDS,
+    DiskSpaceChanged,
+    FileClosed,
+    FileOpened,
+    LiveFrames,
+    MarkerAdded,
+    RecordingEvent,
+    SessionEnded,
+    SessionStarted,
+    SourceStateChanged,
+)
 
 
 def composed(protocol: str) -> Schema:
@@ -61,6 +73,8 @@ def test_view_turns_frames_into_values_traces_and_events() -> None:
         "tick": 12,
         "wall_us": 1_700_000_000_000_000,
         "note": "oil",
+        "text": "marker in group forza at tick 12: oil",  # the journal's wording
+        "warning": False,
     }
     assert {c["role"] for c in update["channels"]["forza"]} == {"speed", "rpm", "throttle", "brake", "gear"}
     json.loads(to_json(update))  # valid JSON for the browser
@@ -130,3 +144,24 @@ def anyio_backend() -> str:
 
 
 pytestmark = pytest.mark.anyio
+
+
+def test_every_recording_event_has_a_name_and_a_sentence_for_the_page() -> None:
+    samples = {
+        FileOpened: FileOpened("main", "/r/a.wrtf", 1, "first"),
+        FileClosed: FileClosed("main", "/r/a.wrtf", 10, 4096, False),
+        SessionStarted: SessionStarted("main", "first", 1),
+        SessionEnded: SessionEnded("main", "stop", 10, 0, 1.5),
+        MarkerAdded: MarkerAdded("main", 3, 1, ""),
+        SourceStateChanged: SourceStateChanged("gps", "silent", 1, 10.4),
+        DiskSpaceChanged: DiskSpaceChanged("/r", True, 150 << 20, 200 << 20, 1),
+    }
+    assert set(samples) == set(typing.get_args(RecordingEvent))  # a new event kind needs a row here
+    view = LiveView()
+    for event in samples.values():
+        view.notify(event)
+    docs = view.take()["events"]
+    assert [d["kind"] for d in docs] == [EVENT_KINDS[t] for t in samples]
+    assert docs[5]["text"] == "source gps: silent for 10.4 s" and docs[5]["warning"] is True
+    assert docs[6]["text"] == "disk low: 150 MiB free on /r (below 200 MiB)"
+    assert all(d["text"] for d in docs)

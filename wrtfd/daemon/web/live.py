@@ -12,6 +12,7 @@ stay under ``max_sends_per_s`` (the recording's CPU comes first). Nobody subscri
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from collections import deque
@@ -22,9 +23,11 @@ from typing import Any
 import anyio
 import numpy as np
 
+from wrtfd.daemon.journal import describe
 from wrtfd.format.schema import Leaf, Schema
 from wrtfd.recorder.observe import (
     EVENT_KINDS,
+    DiskSpaceChanged,
     FileClosed,
     FileOpened,
     LiveFrames,
@@ -32,6 +35,7 @@ from wrtfd.recorder.observe import (
     RecordingEvent,
     SessionEnded,
     SessionStarted,
+    SourceStateChanged,
 )
 
 __all__ = [
@@ -187,17 +191,22 @@ _PAGE_FIELDS: dict[type, tuple[str, ...]] = {
     SessionEnded: ("group", "reason", "duration_s", "laps", "best_lap_s"),
     FileOpened: ("group", "path", "wall_us"),
     FileClosed: ("group", "path", "frames", "complete"),
+    SourceStateChanged: ("source", "state", "wall_us", "silent_s"),
+    DiskSpaceChanged: ("path", "low", "free_bytes", "wall_us"),
 }
 
 
 def _event_dict(ev: RecordingEvent) -> dict[str, Any]:
-    fields = _PAGE_FIELDS.get(type(ev))
-    if fields is None:
-        return {"kind": type(ev).__name__, "wall_us": time.time_ns() // 1000}
-    doc: dict[str, Any] = {"kind": EVENT_KINDS[type(ev)]}
-    doc.update((name, getattr(ev, name)) for name in fields)
+    """An event for the page: its ``kind`` (the name it goes by outside the process), its
+    fields, and ``text``, the sentence the journal logs for it (one wording for both)."""
+    doc: dict[str, Any] = {"kind": EVENT_KINDS.get(type(ev), "other")}
+    doc.update((name, getattr(ev, name)) for name in _PAGE_FIELDS.get(type(ev), ()))
     if isinstance(ev, SessionEnded):
         doc["duration_s"] = round(ev.duration_s, 3)
+    said = describe(ev)
+    if said is not None:
+        level, doc["text"], _ = said
+        doc["warning"] = level >= logging.WARNING
     doc.setdefault("wall_us", time.time_ns() // 1000)
     return doc
 

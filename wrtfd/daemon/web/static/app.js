@@ -266,11 +266,9 @@ function renderEvents(events) {
   const shown = events.slice(-8).reverse();
   list.replaceChildren(...shown.map((e) => {
     const when = new Date(e.wall_us / 1000).toLocaleTimeString();
-    let text = `${when} ${e.group || ""} ${e.kind.replace("_", " ")}`;
-    if (e.kind === "marker") text += ` at tick ${e.tick}${e.note ? `: ${e.note}` : ""}`;
-    if (e.kind === "file_opened" || e.kind === "file_closed") text += ` ${basename(e.path)}`;
-    if (e.reason) text += ` (${e.reason})`;
-    return el("li", e.kind === "marker" ? "marker" : null, text);
+    // The daemon words each event as its journal does (e.text); the page adds the time.
+    const text = `${when} ${e.text || e.kind.replace("_", " ")}`;
+    return el("li", e.kind === "marker" ? "marker" : e.warning ? "warning" : null, text);
   }));
 }
 
