@@ -379,7 +379,9 @@ def test_a_file_closed_by_sigterm_is_uploaded_before_the_daemon_exits(
         d.wait_ready()
         wait_for(lambda: connected(d), "the fleet link")
         sim = simulate(d.ports[0], laps=1, speed_scale=4.0)  # type: ignore[attr-defined]
-        wait_for(lambda: recordings(rec) and recordings(rec)[0].stat().st_size > 40_000, "a session under way")
+        wait_for(
+            lambda: recordings(rec) and recordings(rec)[0].stat().st_size > 40_000, "a session under way"
+        )
         sim.kill()
         sim.wait()
         stop(d)  # SIGTERM in the session: the file is closed by the stop
@@ -396,7 +398,9 @@ def test_a_file_closed_by_sigterm_is_uploaded_before_the_daemon_exits(
     assert info.headers["Wrtfd-Complete"] == ["true"]
 
 
-def test_an_incomplete_file_found_at_start_is_uploaded_as_incomplete(tmp_path: Path, server: NatsServer) -> None:
+def test_an_incomplete_file_found_at_start_is_uploaded_as_incomplete(
+    tmp_path: Path, server: NatsServer
+) -> None:
     from wrtfd.format import Reader
 
     # A kill -9 leftover: the daemon is killed in the middle of a session (the fleet off, so the
@@ -423,7 +427,9 @@ def test_an_incomplete_file_found_at_start_is_uploaded_as_incomplete(tmp_path: P
         frames = sum(s.frame_count for s in r.sessions)
     assert frames > 0
 
-    again = Daemon(d.tmp_path, d.config_path.read_text().replace("upload = false\n", ""), status_port=d.status_port)
+    again = Daemon(
+        d.tmp_path, d.config_path.read_text().replace("upload = false\n", ""), status_port=d.status_port
+    )
     again.start()
     try:
         again.wait_ready()

@@ -269,4 +269,3 @@ def test_status_of_nothing_listening_exits_2_quickly() -> None:
     assert result.returncode == 2 and "unreachable" in result.stderr
     assert len(result.stderr.splitlines()) == 1
     assert time.monotonic() - started < 30
-

@@ -81,9 +81,11 @@ def test_the_page_feed_words_events_as_the_journal_does(tmp_path: Path) -> None:
 
         events = feed_events("127.0.0.1", status_port, has_all)
         journal = wait_for(
-            lambda: [m[1] for ln in list(d.lines) if (m := JOURNAL.match(ln))]
-            if sum(1 for ln in list(d.lines) if JOURNAL.match(ln)) >= 3
-            else None,
+            lambda: (
+                [m[1] for ln in list(d.lines) if (m := JOURNAL.match(ln))]
+                if sum(1 for ln in list(d.lines) if JOURNAL.match(ln)) >= 3
+                else None
+            ),
             "the journal lines",
         )
     finally:

@@ -185,9 +185,7 @@ def test_a_venv_under_var_tmp_is_a_problem_for_the_shipped_unit() -> None:
     try:
         hidden = hidden_paths(packaged_unit("wrtfd.service"))
         problems = reachability_problems([Path(python)], hidden)
-        assert problems[0] == (
-            f"{python} is under /var/tmp, which the service cannot see (PrivateTmp=yes)"
-        )
+        assert problems[0] == (f"{python} is under /var/tmp, which the service cannot see (PrivateTmp=yes)")
         assert hidden_by(Path("/opt/wrtfd/bin/wrtfd"), hidden) is None
         assert hidden_by(Path("/tmpfoo/wrtfd"), hidden) is None
     finally:

@@ -366,14 +366,17 @@ def run_wrtfd(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_from_var_tmp_root_and_dry_run_warn_that_the_unit_cannot_start(var_tmp_venv: Path, root: Path) -> None:
+def test_from_var_tmp_root_and_dry_run_warn_that_the_unit_cannot_start(
+    var_tmp_venv: Path, root: Path
+) -> None:
     hidden = f"{var_tmp_venv} is under /var/tmp, which the service cannot see (PrivateTmp=yes)"
     for args in (["--root", str(root)], ["--dry-run"]):
         done = run_wrtfd(var_tmp_venv, "service", "install", *args)
         assert done.returncode == 0, done.stderr
         warnings = [ln for ln in done.stdout.splitlines() if ln.startswith("warning: ")]
-        assert f"warning: {hidden}: the service could not start from this wrtfd on this machine; " in "\n".join(
-            warnings
+        assert (
+            f"warning: {hidden}: the service could not start from this wrtfd on this machine; "
+            in "\n".join(warnings)
         ), done.stdout
     unit = (root / "etc/systemd/system/wrtfd.service").read_text()
     assert f"ExecStart={var_tmp_venv} -m wrtfd run" in unit.splitlines()

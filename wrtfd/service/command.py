@@ -107,6 +107,7 @@ def hidden_by(path: Path, hidden: Iterable[Hidden]) -> Hidden | None:
             return entry
     return None
 
+
 #: Longest ``#!`` line read from a script (bounded input).
 _SHEBANG_MAX_BYTES = 512
 
@@ -180,7 +181,9 @@ def reachability_problems(paths: Iterable[Path], hidden: Iterable[Hidden] | None
             entry = hidden_by(candidate, hides)
             if entry is not None:
                 shown = str(path) if candidate == Path(os.path.abspath(path)) else f"{path} (-> {candidate})"
-                problems.append(f"{shown} is under {entry.path}, which the service cannot see ({entry.option})")
+                problems.append(
+                    f"{shown} is under {entry.path}, which the service cannot see ({entry.option})"
+                )
                 break
             problem = _mode_problem(path, candidate)
             if problem is not None:

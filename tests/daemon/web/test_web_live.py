@@ -147,7 +147,7 @@ pytestmark = pytest.mark.anyio
 
 
 def test_every_recording_event_has_a_name_and_a_sentence_for_the_page() -> None:
-    samples = {
+    samples: dict[type, RecordingEvent] = {
         FileOpened: FileOpened("main", "/r/a.wrtf", 1, "first"),
         FileClosed: FileClosed("main", "/r/a.wrtf", 10, 4096, False),
         SessionStarted: SessionStarted("main", "first", 1),
