@@ -216,8 +216,6 @@ def test_status_in_a_pipe_is_neither_cut_nor_padded(daemon: dict[str, Any]) -> N
     piped = status("--url", daemon["url"])
     assert "\x1b" not in piped.stdout
     assert_fits(piped.stdout, 200, d)
-    narrow = status("--url", daemon["url"], env={"COLUMNS": "80"})
-    assert_fits(narrow.stdout, 80, d)
 
 
 def test_unhealthy_when_a_required_source_goes_silent_then_unreachable(daemon: dict[str, Any]) -> None:

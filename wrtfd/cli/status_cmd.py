@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -26,8 +25,8 @@ EXIT_HEALTHY = 0
 EXIT_UNHEALTHY = 1
 EXIT_UNREACHABLE = 2
 INSTALLED_CONFIG_DIR = Path("/etc/wrtfd")
-#: Longest line when not on a terminal and ``$COLUMNS`` is not set: wide enough that no table
-#: row wraps in a log or a pipe. Lines are never padded to it (trailing blanks are dropped).
+#: Longest line when not on a terminal: wide enough that no table row wraps in a log or a
+#: pipe. Lines are never padded to it (trailing blanks are dropped).
 PIPE_WIDTH = 200
 
 
@@ -96,12 +95,13 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _console() -> Any:
-    """The terminal's width on a terminal; in a pipe ``$COLUMNS`` if set, else :data:`PIPE_WIDTH`."""
+    """The terminal's width on a terminal; in a pipe :data:`PIPE_WIDTH` (``$COLUMNS`` only when
+    wider: GNU readline exports ``COLUMNS=80`` to the children of any process that loaded it)."""
     from rich.console import Console
 
     console = Console(highlight=False)
-    if not console.is_terminal and not os.environ.get("COLUMNS"):
-        console = Console(highlight=False, width=PIPE_WIDTH)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=max(PIPE_WIDTH, console.width))
     return console
 
 
