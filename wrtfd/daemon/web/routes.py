@@ -126,7 +126,7 @@ class Guard:
             await _plain(send, 503, "busy\n")
             return
         head = scope["method"] == "HEAD"
-        body = _BodyLeft(receive)
+        body = _BodyLeft(receive, any(k in (b"content-length", b"transfer-encoding") for k, _ in headers))
 
         async def guarded_send(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -169,10 +169,10 @@ class _BodyLeft:
 
     __slots__ = ("_receive", "done")
 
-    def __init__(self, receive: Receive) -> None:
+    def __init__(self, receive: Receive, has_body: bool) -> None:
         self._receive = receive
-        #: The body's end (or the disconnect) has been received.
-        self.done = False
+        #: The body's end (or the disconnect) has been received, or there is no body.
+        self.done = not has_body
 
     async def receive(self) -> Message:
         message = await self._receive()
