@@ -236,7 +236,7 @@ def encode_frames(
     per_message = max(0, (max_bytes - FRAMES_HEAD.size) // (size + 8))
     if n == 0 or per_message == 0:
         return
-    body = memoryview(np.ndarray((n * size,), np.uint8, picked))
+    body = np.ndarray((n * size,), np.uint8, picked)
     for start in range(0, n, per_message):
         stop = min(n, start + per_message)
         head = FRAMES_HEAD.pack(FRAMES_MAGIC, layout_id, stop - start, size)
