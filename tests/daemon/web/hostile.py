@@ -94,11 +94,15 @@ def h2c_upgrade(host: str, port: int, path: str = "/status", *, method: str = "G
         return answer
 
 
-def oversized_chunked_post(host: str, port: int, path: str, *, csrf: str | None = None) -> socket.socket:
+def oversized_chunked_post(
+    host: str, port: int, path: str, *, csrf: str | None = None, host_header: str | None = None
+) -> socket.socket:
     """A chunked POST past the 1 KiB body bound, sent at once: one 2000-byte chunk, then many
     one-byte ones (they reach the server as many small body events after the app has refused the
     body). Returns the open socket, the answer unread."""
-    head = f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nTransfer-Encoding: chunked\r\n"
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host_header or f'{host}:{port}'}\r\nTransfer-Encoding: chunked\r\n"
+    )
     if csrf is not None:
         head += f"X-Wrtfd-Csrf: {csrf}\r\n"
     body = b"7d0\r\n" + b"x" * 2000 + b"\r\n" + b"1\r\nx\r\n" * 60

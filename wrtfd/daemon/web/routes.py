@@ -98,6 +98,8 @@ class Guard:
             return
         raw = scope.get("raw_path") or b""
         headers = scope.get("headers", ())
+        body = _BodyLeft(receive, any(k in (b"content-length", b"transfer-encoding") for k, _ in headers))
+        send = body.wrap(send)
         # h11 bounds a head that arrives in pieces; one that arrives whole (up to hypercorn's
         # 64 KiB read) is parsed, so the bound is applied here as well.
         size = len(raw) + len(scope.get("query_string", b"")) + sum(len(k) + len(v) + 4 for k, v in headers)
@@ -126,7 +128,6 @@ class Guard:
             await _plain(send, 503, "busy\n")
             return
         head = scope["method"] == "HEAD"
-        body = _BodyLeft(receive, any(k in (b"content-length", b"transfer-encoding") for k, _ in headers))
 
         async def guarded_send(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -139,12 +140,8 @@ class Guard:
                 if not streaming:
                     headers.append((b"connection", b"close"))
                 message = {**message, "headers": headers}
-            elif message["type"] == "http.response.body":
-                if head and message.get("body"):
-                    message = {**message, "body": b""}
-                if not message.get("more_body", False) and not body.done:
-                    await body.send_last(send, message)
-                    return
+            elif head and message["type"] == "http.response.body" and message.get("body"):
+                message = {**message, "body": b""}
             await send(message)
 
         if not streaming:
@@ -179,6 +176,21 @@ class _BodyLeft:
         if message["type"] == "http.disconnect" or not message.get("more_body", False):
             self.done = True
         return message
+
+    def wrap(self, send: Send) -> Send:
+        """``send`` that sends the response's last message with :meth:`send_last`."""
+
+        async def wrapped(message: Message) -> None:
+            if (
+                message["type"] == "http.response.body"
+                and not message.get("more_body", False)
+                and not self.done
+            ):
+                await self.send_last(send, message)
+            else:
+                await send(message)
+
+        return wrapped
 
     async def send_last(self, send: Send, message: Message) -> None:
         """The response's last message, sent while the rest of the body is read and dropped."""

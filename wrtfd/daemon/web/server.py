@@ -217,6 +217,9 @@ class StatusServer:
         config = _Config(listener)
         config.keep_alive_timeout = self.limits.keep_alive_timeout_s
         config.h11_max_incomplete_size = self.limits.max_head_bytes
+        # bounds for HTTP/2 too, should http11_only() ever fail to keep it away
+        config.h2_max_concurrent_streams = 8
+        config.h2_max_header_list_size = self.limits.max_head_bytes
         config.read_timeout = None  # the keep-alive timer and the app's body timeout bound reads
         config.graceful_timeout = 1.0
         config.include_server_header = False
