@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -442,3 +443,69 @@ def test_an_incomplete_file_found_at_start_is_uploaded_as_incomplete(
     assert info.headers["Wrtfd-Complete"] == ["false"], info.headers
     assert info.headers["Wrtfd-Frames"] == [str(frames)]
     assert info.headers["Wrtfd-Sha256"] == [sha(left)]
+
+
+def test_live_frames_are_the_files_frames_byte_for_byte(tmp_path: Path, server: NatsServer) -> None:
+    """A subscriber's frames (decimated to the default 10 Hz) against the file's frames at the same
+    wall time, read from the disk: every byte equal, padding included (WRTF's padding is zero)."""
+    received: list[bytes] = []
+
+    async def run() -> None:
+        import nats
+
+        nc = await nats.connect(server.url, token=TOKEN)
+
+        async def on_frames(msg: Any) -> None:
+            received.append(bytes(msg.data))
+
+        await nc.subscribe("wrtfd.rig-f.main.frames", cb=on_frames)
+        await nc.flush()
+        try:
+            await asyncio.to_thread(drive)
+        finally:
+            await nc.close()
+
+    def drive() -> None:
+        d = fleet_daemon(tmp_path, "rig-f", server).start()
+        sim = None
+        try:
+            d.wait_ready()
+            wait_for(functools.partial(connected, d), "connected")
+            sim = simulate(d.ports[0], laps=1, speed_scale=6)  # type: ignore[attr-defined]
+            assert sim.wait(timeout=60) == 0, sim.stderr.read() if sim.stderr else ""
+            wait_for(lambda: not in_session(d), "the session's end")
+            sent = fleet(d)["live"]["frames_sent"]
+            wait_for(lambda: sum(struct.unpack_from("<I", p, 8)[0] for p in received) >= sent, "every frame")
+            stop(d)
+        finally:
+            if sim is not None and sim.poll() is None:
+                sim.kill()
+            d.stop()
+
+    asyncio.run(run())
+    live: dict[int, bytes] = {}
+    for payload in received:
+        magic, _layout_id, count, size = struct.unpack_from("<4sIII", payload)
+        assert magic == b"WLF1"
+        times = struct.unpack_from(f"<{count}q", payload, 16)
+        body = payload[16 + 8 * count :]
+        live.update((t, body[k * size : (k + 1) * size]) for k, t in enumerate(times))
+    assert len(live) > 20
+
+    from wrtfd.format import Reader
+
+    matched = 0
+    for path in recordings(tmp_path / "rig-f" / "rec"):
+        raw = path.read_bytes()
+        with Reader(path) as r:
+            stride = r.schema.frame_dtype.itemsize
+            for i, session in enumerate(r.sessions):
+                for k, t in enumerate(r.frame_times_us(i).tolist()):
+                    if t in live:
+                        at = session.frames_offset + k * stride
+                        frame = live.pop(t)
+                        # the file's frame is the live frame and then its 8-byte check (N7)
+                        assert raw[at : at + len(frame)] == frame, (path.name, i, k)
+                        assert stride == len(frame) + 8
+                        matched += 1
+    assert matched > 20 and live == {}  # every live frame is in a file

@@ -11,7 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.fleet.conftest import START_US, forza_frames, forza_schema
+from tests.fleet.conftest import (
+    START_US,
+    dirty_heap,
+    forza_frames,
+    forza_schema,
+    padded_frames,
+    shipped_schemas,
+)
+from wrtfd.decoders import registry
 from wrtfd.fleet.encoding import (
     FRAMES_HEAD,
     Decimator,
@@ -71,6 +79,48 @@ def test_frames_round_trip_to_the_recorded_values(schema) -> None:  # type: igno
     # the frame bytes are the recording's bytes: a WRTF reader's dtype reads them as well
     raw = np.frombuffer(payload, dtype=schema.frame_dtype, count=7, offset=FRAMES_HEAD.size + 56)
     assert raw.tobytes() == frames.tobytes()
+
+
+SHIPPED = sorted(p.name.removesuffix(".wrtf.yaml") for p in registry.SCHEMA_DIR.glob("*.wrtf.yaml"))
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    return shipped_schemas(tmp_path_factory.mktemp("shipped"))
+
+
+def _frame_bytes(payloads: list[bytes]) -> tuple[list[int], bytes]:
+    """Wall times and frame bytes of frame messages, read with a plain ``struct`` decode of the
+    documented head (magic, layout id, count, frame size; then the times; then the frames)."""
+    times: list[int] = []
+    body = b""
+    for p in payloads:
+        magic, _layout_id, count, size = struct.unpack_from("<4sIII", p)
+        assert magic == b"WLF1" and len(p) == 16 + count * (8 + size)
+        times.extend(struct.unpack_from(f"<{count}q", p, 16))
+        body += p[16 + 8 * count :]
+    return times, body
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_frame_messages_hold_the_files_bytes_padding_included(shipped, name: str) -> None:  # type: ignore[no-untyped-def]
+    """Padding goes out zero (as WRTF stores it) whatever the frames' memory held before: the
+    frames here carry 0xAA in every padding byte and freed memory is full of 0x55."""
+    schema = shipped[name]
+    layout = layout_of(schema, 60)
+    frames, clean = padded_frames(schema, 90, seed=len(name))
+    times = START_US + np.arange(90, dtype=np.int64) * 1_000_000 // 60
+    dirty_heap()
+    times_out, body = _frame_bytes(list(encode_frames(layout.layout_id, frames, times, max_bytes=8192)))
+    assert times_out == times.tolist()
+    assert body == clean.tobytes()
+    decimated = Decimator(10).select(times)  # what the publisher keeps at live_hz = 10
+    for index in (decimated, np.flatnonzero(np.arange(90) % 4 != 1), np.arange(90) % 3 == 0):
+        dirty_heap()
+        payloads = list(encode_frames(layout.layout_id, frames, times, index=index, max_bytes=8192))
+        times_out, body = _frame_bytes(payloads)
+        assert times_out == times[index].tolist()
+        assert body == clean[index].tobytes()
 
 
 @settings(max_examples=40, deadline=None)

@@ -6,20 +6,31 @@ import asyncio
 import itertools
 import json
 import os
+import struct
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from tests.fleet.conftest import forza_frames, forza_schema
+from tests.fleet.conftest import (
+    START_US,
+    dirty_heap,
+    forza_frames,
+    forza_schema,
+    padded_frames,
+    shipped_schemas,
+)
 from tests.fleet.nats_server import TOKEN, NatsServer, free_port
 from wrtfd.fleet.client import connect
 from wrtfd.fleet.config import ConnectOptions, FleetSettings
 from wrtfd.fleet.encoding import decode_frames, decode_layout
 from wrtfd.fleet.publisher import LIVE_BUFFER_BLOCKS, FleetPublisher
-from wrtfd.format import Schema
+from wrtfd.format import Reader, Schema, Writer
 from wrtfd.recorder.observe import FileClosed, LiveFrames, SessionStarted
+
+FRAMES_COUNT = struct.Struct("<I")
 
 
 def _settings(url: str, tmp_path: Path, token: str = TOKEN, **kw: Any) -> FleetSettings:
@@ -94,6 +105,78 @@ async def test_live_frames_status_and_events_reach_a_subscriber(
     await pub.close()
     assert pub.state == "stopped"
     await nc.close()
+
+
+def _file_frames(path: Path, schema: Schema, frames: Any) -> dict[int, bytes]:
+    """``frames`` written by the WRTF writer, read back as bytes from the disk, by tick."""
+    with Writer(path, schema, rate_hz=60, start_timestamp_us=START_US) as w:
+        w.begin_session()
+        w.write_frames(frames)
+        w.end_session()
+    raw = path.read_bytes()
+    size = schema.frame_dtype.itemsize
+    with Reader(path) as r:
+        (session,) = r.sessions
+        at = session.frames_offset
+        assert r.schema.frame_dtype.itemsize == size
+    out = {}
+    for k in range(len(frames)):
+        frame = raw[at + k * size : at + (k + 1) * size]
+        out[int.from_bytes(frame[:8], "little")] = frame
+    return out
+
+
+@pytest.mark.parametrize("live_hz", [10.0, 1000.0])
+async def test_published_frames_are_the_files_frames_padding_included_for_every_shipped_definition(
+    nats_server: NatsServer, tmp_path: Path, live_hz: float
+) -> None:
+    """One group per shipped definition; its frames carry 0xAA in every padding byte (freed
+    memory: 0x55). What a subscriber gets must be the bytes the WRTF file holds for the same tick,
+    padding included, decimated (10 Hz) or not (1000 Hz: every frame)."""
+    (tmp_path / "rec").mkdir()
+    schemas = shipped_schemas(tmp_path)
+    got: list[tuple[str, bytes]] = []
+    nc = await connect(ConnectOptions(servers=(nats_server.url,), token=TOKEN), name="sub")
+
+    async def on_msg(msg: Any) -> None:
+        got.append((msg.subject, bytes(msg.data)))
+
+    await nc.subscribe("wrtfd.rig-t.*.frames", cb=on_msg)
+    await nc.flush()
+    pub = FleetPublisher(_settings(nats_server.url, tmp_path, live_hz=live_hz), output_dir=tmp_path / "rec")
+    pub.start()
+    try:
+        await _until(lambda: pub.state == "connected", "the connection")
+        on_disk: dict[str, dict[int, bytes]] = {}
+        sent = 0
+        for name, schema in schemas.items():
+            frames, _clean = padded_frames(schema, 60, seed=len(name))
+            times = START_US + np.arange(60, dtype=np.int64) * 1_000_000 // 60
+            on_disk[name] = _file_frames(tmp_path / f"{name}.wrtf", schema, frames)
+            for k in range(0, 60, 12):  # 0.2 s blocks, as the recorder hands them over
+                dirty_heap()
+                pub.notify(LiveFrames(name, schema, frames[k : k + 12], times[k : k + 12]))
+                await _until(lambda: not pub._live, "the block taken")
+            sent += 60 if live_hz > 60 else 10
+        await _until(lambda: pub.snapshot()["live"]["frames_sent"] == sent, "every frame sent")
+        await nc.flush()
+        await _until(
+            lambda: sum(FRAMES_COUNT.unpack_from(p, 8)[0] for _, p in got) == sent, "every frame received"
+        )
+        checked = dict.fromkeys(schemas, 0)
+        for subject, payload in got:
+            name = subject.split(".")[2]
+            magic, _layout_id, count, size = struct.unpack_from("<4sIII", payload)
+            assert magic == b"WLF1" and size == schemas[name].frame_dtype.itemsize
+            body = payload[16 + 8 * count :]
+            for k in range(count):
+                frame = body[k * size : (k + 1) * size]
+                assert frame == on_disk[name][int.from_bytes(frame[:8], "little")], name
+                checked[name] += 1
+        assert checked == dict.fromkeys(schemas, 60 if live_hz > 60 else 10)
+    finally:
+        await pub.close()
+        await nc.close()
 
 
 def test_the_live_buffer_is_bounded_and_counts_what_it_drops(tmp_path: Path, schema) -> None:  # type: ignore[no-untyped-def]

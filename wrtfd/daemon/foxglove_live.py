@@ -37,6 +37,7 @@ import numpy as np
 from wrtfd._optional import require
 from wrtfd.daemon.logs import LOGGER_NAME
 from wrtfd.exporters.foxglove import LOG_SCHEMA_BYTES, LOG_TOPIC, FoxgloveEncoder, LogLevel, log_message
+from wrtfd.format.records import take_records
 from wrtfd.recorder.observe import LiveFrames, ObserverHub, RecordingEvent, SessionEnded, SessionStarted
 
 if TYPE_CHECKING:
@@ -259,7 +260,8 @@ class FoxgloveLive:
         if not keep or not wanted:
             return
         index = np.asarray(keep, dtype=np.intp)
-        frames, times_us = item.frames[index], item.times_us[index]
+        # bytes, not numpy's field-by-field copy (which leaves the padding uninitialised)
+        frames, times_us = take_records(item.frames, index), item.times_us[index]
         self.frames_published += len(keep)
         slot = {id(t): i for i, t in enumerate(g.encoder.topics)}
         counts = [0] * len(g.channels)

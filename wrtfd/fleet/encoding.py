@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from wrtfd.errors import DecodeError
+from wrtfd.format.records import take_records
 from wrtfd.format.schema import Schema
 
 __all__ = [
@@ -217,20 +218,29 @@ def layout_dtype(layout: Layout) -> np.dtype[Any]:
 
 
 def encode_frames(
-    layout_id: int, frames: np.ndarray, times_us: np.ndarray, *, max_bytes: int = 1 << 20
+    layout_id: int,
+    frames: np.ndarray,
+    times_us: np.ndarray,
+    *,
+    index: Any = None,
+    max_bytes: int = 1 << 20,
 ) -> Iterator[bytes]:
-    """Frame messages for ``frames`` (records of the recording's frame type), each at most
-    ``max_bytes`` (the server's max_payload); a frame larger than that is not sent."""
-    n = len(frames)
-    size = int(frames.dtype.itemsize)
+    """Frame messages for ``frames[index]`` (records of the recording's frame type; every frame
+    when ``index`` is None), each at most ``max_bytes`` (the server's max_payload); a frame larger
+    than that is not sent. The frames go out as WRTF stores them: copied as bytes, padding zero
+    whatever their memory held (:func:`wrtfd.format.records.take_records`)."""
+    picked = take_records(frames, index)
+    times = np.ascontiguousarray(times_us if index is None else times_us[index], dtype="<i8")
+    n = len(picked)
+    size = int(picked.dtype.itemsize)
     per_message = max(0, (max_bytes - FRAMES_HEAD.size) // (size + 8))
     if n == 0 or per_message == 0:
         return
-    times = np.ascontiguousarray(times_us, dtype="<i8")
+    body = np.ndarray((n * size,), np.uint8, picked)
     for start in range(0, n, per_message):
-        part = frames[start : start + per_message]
-        head = FRAMES_HEAD.pack(FRAMES_MAGIC, layout_id, len(part), size)
-        yield head + times[start : start + per_message].tobytes() + np.ascontiguousarray(part).tobytes()
+        stop = min(n, start + per_message)
+        head = FRAMES_HEAD.pack(FRAMES_MAGIC, layout_id, stop - start, size)
+        yield head + times[start:stop].tobytes() + body[start * size : stop * size].tobytes()
 
 
 def decode_frames(payload: bytes, layout: Layout) -> tuple[np.ndarray, np.ndarray]:

@@ -594,9 +594,11 @@ class FleetPublisher:
                 subject_layout(self.rig, block.group), encode_layout(layout, rig=self.rig, group=block.group)
             )
         subject = subject_frames(self.rig, block.group)
-        picked = frames[keep] if len(keep) != len(frames) else frames
-        times = block.times_us[keep]
-        for payload in encode_frames(layout.layout_id, picked, times, max_bytes=int(self._nc.max_payload)):
+        index = keep if len(keep) != len(frames) else None
+        max_bytes = int(self._nc.max_payload)
+        for payload in encode_frames(
+            layout.layout_id, frames, block.times_us, index=index, max_bytes=max_bytes
+        ):
             if await self._publish(subject, payload):
                 self.live_messages_sent += 1
                 self.live_bytes_sent += len(payload)

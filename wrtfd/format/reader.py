@@ -30,6 +30,7 @@ import numpy as np
 
 from wrtfd.errors import CorruptFileError, FormatError, SchemaError
 from wrtfd.format.check import CheckFailure, FrameCheck, check_from_metadata, data_leaves, declared_field
+from wrtfd.format.records import take_records
 from wrtfd.format.schema import Leaf, Schema
 from wrtfd.format.spec import (
     DOC_END_MAGIC,
@@ -671,7 +672,7 @@ class Reader:
         keep = np.ones(len(arr), dtype=bool)
         for f in failures:
             keep[f.frame : f.frame + f.frames] = False
-        return arr[keep], failures
+        return take_records(arr, keep), failures
 
     @property
     def total_frames(self) -> int:

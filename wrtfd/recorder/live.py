@@ -57,8 +57,8 @@ import anyio
 import numpy as np
 
 from wrtfd.decoders.base import Sample, SinkFull
+from wrtfd.format.records import take_records
 from wrtfd.recorder import durability
-from wrtfd.recorder.files import join_records
 from wrtfd.recorder.observe import LiveFrames, MarkerAdded, ObserverHub, SessionEnded, SessionStarted
 from wrtfd.recorder.recorder import (
     BeginOp,
@@ -337,7 +337,8 @@ class LiveRecorder:
         rate = self.policy.rate_hz
         ticks = frames["tick"]
         times = start_us + (ticks.astype(np.int64) * 1_000_000 + rate // 2) // rate
-        hub.publish(LiveFrames(self.group, self.recorder.schema, join_records([frames]), times))
+        # the file's bytes (padding zero, as the writer stores it), in a copy of the observers' own
+        hub.publish(LiveFrames(self.group, self.recorder.schema, take_records(frames), times))
 
     def _publish(self, hub: ObserverHub, ops: list[Op]) -> None:
         """Tell the observers what goes to the files (sessions, markers), before it reaches the disk."""

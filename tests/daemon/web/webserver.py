@@ -6,6 +6,7 @@ sockets and http.client, as a hostile or an ordinary client would.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import socket
@@ -56,11 +57,21 @@ class FakeDaemon:
 
 
 class Running:
-    def __init__(self, server: StatusServer, daemon: FakeDaemon) -> None:
+    def __init__(self, server: StatusServer, daemon: FakeDaemon, token: Any = None) -> None:
         self.server = server
         self.daemon = daemon
         self.host = server.host
         self.port = server.port
+        self._token = token
+
+    def tasks(self) -> list[str]:
+        """The unfinished asyncio tasks of the server's event loop (their coroutines' names)."""
+
+        def names() -> list[str]:
+            coros = [t.get_coro() for t in asyncio.all_tasks() if not t.done()]
+            return sorted(getattr(c, "__qualname__", type(c).__name__) for c in coros)
+
+        return anyio.from_thread.run_sync(names, token=self._token)
 
     def request(
         self, method: str, path: str, *, body: bytes | None = None, headers: dict[str, str] | None = None
@@ -127,7 +138,7 @@ def running_server(
     thread.start()
     assert started.wait(20), "the server did not start"
     try:
-        yield Running(box["server"], daemon)
+        yield Running(box["server"], daemon, stop["token"])
     finally:
         anyio.from_thread.run_sync(stop["event"].set, token=stop["token"])
         thread.join(20)

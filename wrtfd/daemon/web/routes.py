@@ -98,12 +98,18 @@ class Guard:
             return
         raw = scope.get("raw_path") or b""
         headers = scope.get("headers", ())
+        body = _BodyLeft(receive, any(k in (b"content-length", b"transfer-encoding") for k, _ in headers))
+        send = body.wrap(send)
         # h11 bounds a head that arrives in pieces; one that arrives whole (up to hypercorn's
         # 64 KiB read) is parsed, so the bound is applied here as well.
         size = len(raw) + len(scope.get("query_string", b"")) + sum(len(k) + len(v) + 4 for k, v in headers)
         if size > self.max_head_bytes:
             self._refuse("head_too_large")
             await _plain(send, 431, "request head too large\n")
+            return
+        if scope.get("http_version") not in ("1.0", "1.1"):  # the HTTP/2 preface (server.http11_only)
+            self._refuse("http2")
+            await _plain(send, 505, "this server speaks HTTP/1.1 only\n")
             return
         if not raw.startswith(b"/"):
             self._refuse("bad_target")
@@ -141,10 +147,72 @@ class Guard:
         if not streaming:
             self.active += 1
         try:
-            await self.app(scope, receive, guarded_send)
+            await self.app(scope, body.receive, guarded_send)
         finally:
             if not streaming:
                 self.active -= 1
+
+
+class _BodyLeft:
+    """What of a request body the app left unread, discarded until the stream closes.
+
+    hypercorn hands body chunks to the app through a queue of 10 and waits while it is full;
+    when the stream closes it queues a disconnect the same way. An app that answers before the
+    body's end (413) stops reading, so a client that sends on fills the queue and both waits
+    block for ever: the connection's task outlives the connection, until shutdown. Whatever
+    the app left is therefore read and dropped from its last send on, until the disconnect (or
+    :data:`BODY_TIMEOUT_S`, a bound on the drain itself; the body is never kept).
+    """
+
+    __slots__ = ("_receive", "done")
+
+    def __init__(self, receive: Receive, has_body: bool) -> None:
+        self._receive = receive
+        #: The body's end (or the disconnect) has been received, or there is no body.
+        self.done = not has_body
+
+    async def receive(self) -> Message:
+        message = await self._receive()
+        if message["type"] == "http.disconnect" or not message.get("more_body", False):
+            self.done = True
+        return message
+
+    def wrap(self, send: Send) -> Send:
+        """``send`` that sends the response's last message with :meth:`send_last`."""
+
+        async def wrapped(message: Message) -> None:
+            if (
+                message["type"] == "http.response.body"
+                and not message.get("more_body", False)
+                and not self.done
+            ):
+                await self.send_last(send, message)
+            else:
+                await send(message)
+
+        return wrapped
+
+    async def send_last(self, send: Send, message: Message) -> None:
+        """The response's last message, sent while the rest of the body is read and dropped."""
+        self.done = True
+        failed: list[BaseException] = []
+
+        async def last() -> None:
+            try:
+                await send(message)
+            except Exception as exc:  # raised as itself below, not in an exception group
+                failed.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._drain)
+            await last()
+        if failed:
+            raise failed[0]
+
+    async def _drain(self) -> None:
+        with anyio.move_on_after(BODY_TIMEOUT_S):
+            while (await self._receive())["type"] != "http.disconnect":
+                pass
 
 
 async def _plain(send: Send, status: int, text: str) -> None:

@@ -10,6 +10,10 @@ is cut off after ``keep_alive_timeout``).
 What it does not bound is the number of connections, so the listening socket is ours
 (:class:`CappedListener`): past ``max_connections`` a new connection is accepted and closed at
 once, counted in :attr:`StatusServer.refused_connections`.
+
+The port speaks HTTP/1.1 only (:func:`http11_only`): hypercorn would switch a cleartext
+connection to HTTP/2 (prior knowledge, ``Upgrade: h2c``), and its HTTP/2 code logs a traceback
+for every request body that goes on after the answer (docs/web.md).
 """
 
 from __future__ import annotations
@@ -31,12 +35,42 @@ from wrtfd.daemon.web.access import AccessPolicy
 from wrtfd.daemon.web.live import Broadcaster
 from wrtfd.daemon.web.routes import Actions, Guard, build_app
 
-__all__ = ["MAX_HEAD_BYTES", "CappedListener", "StatusServer", "WebLimits", "web_server"]
+__all__ = ["MAX_HEAD_BYTES", "CappedListener", "StatusServer", "WebLimits", "http11_only", "web_server"]
 
 log = logging.getLogger("wrtfd.web")
 
 #: A request head (request line and headers) bigger than this is answered 431 and cut.
 MAX_HEAD_BYTES = 8192
+
+
+def http11_only() -> bool:
+    """Keep hypercorn's cleartext connections on HTTP/1.1 (idempotent); False if it cannot be done.
+
+    hypercorn has no setting for it (``alpn_protocols`` applies to TLS only): its HTTP/1.1
+    protocol switches to HTTP/2 when a request is the HTTP/2 preface or asks ``Upgrade: h2c``
+    without a body. That check is replaced by one that switches nothing: the preface is then an
+    ``HTTP/2.0`` request, which :class:`~wrtfd.daemon.web.routes.Guard` answers 505, and an
+    ``Upgrade: h2c`` header is ignored (RFC 9110 7.8 lets a server do so).
+    """
+    global _HTTP11_ONLY
+    if _HTTP11_ONLY:
+        return True
+    from hypercorn.protocol import h11 as hypercorn_h11
+
+    protocol = getattr(hypercorn_h11, "H11Protocol", None)
+    if protocol is None or not callable(getattr(protocol, "_check_protocol", None)):
+        log.error("web: this hypercorn cannot be kept to HTTP/1.1; HTTP/2 clients are served by it")
+        return False
+
+    async def switch_nothing(self: Any, event: Any) -> None:
+        return None
+
+    protocol._check_protocol = switch_nothing
+    _HTTP11_ONLY = True
+    return True
+
+
+_HTTP11_ONLY = False
 
 
 class _CountedSocket(socket.socket):
@@ -179,9 +213,11 @@ class StatusServer:
         return self.port
 
     def _config(self, listener: CappedListener) -> _Config:
+        http11_only()
         config = _Config(listener)
         config.keep_alive_timeout = self.limits.keep_alive_timeout_s
         config.h11_max_incomplete_size = self.limits.max_head_bytes
+        # bounds for HTTP/2 too, should http11_only() ever fail to keep it away
         config.h2_max_concurrent_streams = 8
         config.h2_max_header_list_size = self.limits.max_head_bytes
         config.read_timeout = None  # the keep-alive timer and the app's body timeout bound reads
