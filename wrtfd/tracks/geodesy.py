@@ -36,7 +36,7 @@ class LocalPlane:
         if not (-90.0 <= self.lat0 <= 90.0 and -180.0 <= self.lon0 <= 180.0):
             raise ValueError(f"origin out of range: lat {self.lat0}, lon {self.lon0}")
         pyproj = require("pyproj", extra="gnss", purpose="lap timing on the globe")
-        plane = f"+proj=aeqd +lat_0={self.lat0!r} +lon_0={self.lon0!r} +ellps=WGS84 +units=m +no_defs"
+        plane = f"+proj=aeqd +lat_0={self.lat0:.12f} +lon_0={self.lon0:.12f} +ellps=WGS84 +units=m +no_defs"
         object.__setattr__(self, "_forward", pyproj.Transformer.from_crs("EPSG:4326", plane, always_xy=True))
         object.__setattr__(self, "_inverse", pyproj.Transformer.from_crs(plane, "EPSG:4326", always_xy=True))
 
