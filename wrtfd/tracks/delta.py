@@ -16,6 +16,7 @@ Details, reasons and the recorded channels are in docs/laps.md.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from array import array
@@ -110,6 +111,7 @@ class Reference:
         *,
         session: int | None = None,
         length_m: float | None = None,
+        track_name: str | None = None,
         step_m: float = DEFAULT_STEP_M,
     ) -> Reference:
         """A lap of a WRTF recording with lap channels (``laps.lap_number``, ``laps.lap_distance``,
@@ -117,15 +119,19 @@ class Reference:
         or the fastest complete lap of the file.
 
         ``length_m`` is the lap length (the track's); without it the line is placed where the
-        recorded samples either side of it say (the live detector's own interpolation).
+        recorded samples either side of it say (the live detector's own interpolation). With
+        ``track_name``, a file recorded on another track (its ``Track`` metadata) is refused.
 
-        :raises TrackError: no lap channels, no such lap, or an ambiguous lap number.
+        :raises TrackError: no lap channels, no such lap, an ambiguous lap number, another track.
         :raises FormatError: the file is not a readable WRTF file.
         """
         from wrtfd.format import Reader
 
         laps: list[_FileLap] = []
         with Reader(path) as r:
+            recorded_on = r.metadata.get("Track")
+            if track_name is not None and recorded_on is not None and recorded_on != track_name:
+                raise TrackError(f"{path}: recorded on track {recorded_on!r}, not {track_name!r}")
             names = r.schema.frame_dtype.names or ()
             sub = r.schema.frame_dtype["laps"].names if "laps" in names else None
             if not sub or not {"lap_number", "lap_distance", "lap_time"} <= set(sub):
@@ -149,7 +155,8 @@ class Reference:
             if len(found) > 1:
                 sessions = ", ".join(str(x.session) for x in found)
                 raise TrackError(
-                    f"{path}: lap {lap} is in sessions {sessions}; name one as SESSION.LAP (e.g. {found[0].session}.{lap})"
+                    f"{path}: lap {lap} is in sessions {sessions}; name one as SESSION.LAP"
+                    f" (e.g. {found[0].session}.{lap})"
                 )
             chosen = found[0]
         else:
@@ -186,7 +193,7 @@ def _complete_laps(session: int, laps: np.ndarray, times_s: np.ndarray) -> list[
     lap_t = np.asarray(laps["lap_time"], dtype=np.float64)
     starts = np.flatnonzero(np.diff(number) != 0) + 1
     out: list[_FileLap] = []
-    for a, b in zip(starts[:-1], starts[1:], strict=True):
+    for a, b in itertools.pairwise(starts):
         n = int(number[a])
         if n < 1 or int(number[b]) != n + 1 or np.any(np.diff(lap_t[a:b]) < 0):
             continue
