@@ -183,23 +183,21 @@ class LapChannels:
             hint = self._track_sector if self._track_sector >= 0 else None
             found = self.sectors.sector_at(x, z, hint=hint)
             self._track_sector = -1 if found is None else found
-        out = row[self.name]
         st = self._last
-        if st is None:
-            out["lap_number"] = 0
-            out["lap_distance"] = 0.0
-            out["sector"] = 0
-            out["lap_time"] = 0.0
-        else:
-            out["lap_number"] = min(st.lap, 65535)
-            out["lap_distance"] = st.lap_distance_m
-            out["sector"] = min(st.sector, 255)
-            out["lap_time"] = st.lap_time_s
-        out["track_sector"] = self._track_sector
-        out["offset"] = self._offset
-        out["delta"] = self.delta.delta_s
-        out["predicted"] = self.delta.predicted_s
-        out["last_delta"] = self.delta.last_delta_s
+        d = self.delta
+        # one assignment of the whole struct, in LAP_FIELDS order: a third of the cost of nine
+        # field writes (each a numpy item lookup)
+        row[self.name] = (
+            0 if st is None else min(st.lap, 65535),
+            0.0 if st is None else st.lap_distance_m,
+            0 if st is None else min(st.sector, 255),
+            0.0 if st is None else st.lap_time_s,
+            self._track_sector,
+            self._offset,
+            d.delta_s,
+            d.predicted_s,
+            d.last_delta_s,
+        )
 
     def live(self) -> dict[str, Any]:
         """The last and the best completed lap with sector times (for the live page)."""
