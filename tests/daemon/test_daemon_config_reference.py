@@ -61,7 +61,7 @@ def test_reference_lap_reaches_the_lap_channels(tmp_path: Path, oval_file: tuple
     (tmp_path / "refs" / "best.wrtf").write_bytes(file.read_bytes())
     daemon = prepare(load_config(_config(tmp_path, 'reference = "refs/best.wrtf:2"')), env={})
     (plugin,) = daemon.recorder.groups["main"].recorder.derived
-    ref = plugin.delta.reference  # type: ignore[attr-defined]
+    ref = plugin.delta.reference
     assert ref is not None and ref.number == 2
     assert ref.lap_time_s == pytest.approx(laps[1].time_s, abs=1e-3)
     assert ref.length_m == LanePath(load_track(OVAL)).length_m
@@ -70,8 +70,8 @@ def test_reference_lap_reaches_the_lap_channels(tmp_path: Path, oval_file: tuple
     daemon = prepare(load_config(_config(tmp_path, f'reference = "{file}"')), env={})
     (plugin,) = daemon.recorder.groups["main"].recorder.derived
     best = min(laps, key=lambda lap: lap.time_s)
-    assert plugin.delta.reference.number == best.number  # type: ignore[attr-defined]
-    assert plugin.live()["reference"]["time_s"] == pytest.approx(best.time_s, abs=1e-3)  # type: ignore[attr-defined]
+    assert plugin.delta.reference.number == best.number
+    assert plugin.live()["reference"]["time_s"] == pytest.approx(best.time_s, abs=1e-3)
 
 
 def test_reference_errors_name_the_key(tmp_path: Path, oval_file: tuple[Path, list]) -> None:

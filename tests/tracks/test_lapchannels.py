@@ -106,8 +106,7 @@ def test_delta_channels_on_simulated_laps() -> None:
     assert np.isnan(laps["delta"][number <= 1]).all() and np.isnan(laps["predicted"][number <= 1]).all()
     assert np.isfinite(laps["delta"][number >= 2]).all()
     sim_times = [lap.time_s for lap in sim.laps]
-    ends = np.flatnonzero(np.diff(number) == 1) + 1
-    ends = [int(i) for i in ends if number[i - 1] >= 1]
+    ends = [int(i) for i in np.flatnonzero(np.diff(number) == 1) + 1 if number[i - 1] >= 1]
     assert len(ends) == 4
     assert np.isnan(laps["last_delta"][ends[0]])
     for n, i in enumerate(ends[1:], start=2):
