@@ -317,3 +317,47 @@ def test_reference_file_errors(recorded: tuple[Path, list, float, Path], tmp_pat
     bad.write_bytes(b"not a wrtf file at all" * 10)
     with pytest.raises(FormatError):
         Reference.from_file(bad)
+
+
+def test_reference_from_a_recording_made_before_the_delta(tmp_path: Path) -> None:
+    """Files recorded before the delta fields existed (the laps struct of six fields) still read
+    and still give a reference lap."""
+    from wrtfd.format import Reader
+    from wrtfd.simulate import Simulation, TrackInfo, make_encoder
+    from wrtfd.simulate.record import record_simulation
+    from wrtfd.tracks import timing_sectors
+    from wrtfd.tracks.lapchannels import LAP_FIELDS, lap_channels_for
+
+    track = load_track(OVAL)
+    path = LanePath(track)
+    sectors = timing_sectors(track, path)
+    old_fields = [f for f in LAP_FIELDS if f["name"] not in ("delta", "predicted", "last_delta")]
+    assert [f["name"] for f in old_fields] == [
+        *("lap_number", "lap_distance", "sector", "lap_time", "track_sector", "offset")
+    ]
+    plug = lap_channels_for(track, source="f1", protocol="f1")
+    plug.definition = {"fields": old_fields}
+
+    def old_compute(row: np.void, time_s: float) -> None:  # the struct as it was: six fields
+        full = np.zeros(
+            (), np.dtype([("f1", row.dtype["f1"]), ("laps", [(f["name"], "<f8") for f in LAP_FIELDS])])
+        )
+        full["f1"] = row["f1"]
+        plug.__class__.compute(plug, full[()], time_s)
+        for f in old_fields:
+            row["laps"][f["name"]] = full["laps"][f["name"]]
+
+    plug.compute = old_compute  # type: ignore[method-assign]
+    sim = Simulation(path, laps=2, rate_hz=60.0, seed=6, sectors_m=sectors)
+    (file,) = record_simulation(
+        sim,
+        make_encoder("f1", TrackInfo(track.name, path.length_m, sectors, 2), seed=6),
+        tmp_path,
+        protocol="f1",
+        derived=[plug],
+    )
+    with Reader(file) as r:
+        assert r.schema.frame_dtype["laps"].names == tuple(f["name"] for f in old_fields)
+    ref = Reference.from_file(file, 1, length_m=path.length_m)
+    assert ref.lap_time_s == pytest.approx(sim.laps[0].time_s, abs=1 / 60)
+    assert ref.time_at(path.length_m) == ref.lap_time_s
