@@ -4,10 +4,12 @@ errors naming the key, and the recorded lap the lap channels then measure agains
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
 
+from wrtfd.cli.main import main
 from wrtfd.daemon.config import load_config, parse_config
 from wrtfd.daemon.wiring import build_source, prepare
 from wrtfd.errors import ConfigError
@@ -88,3 +90,21 @@ def test_reference_errors_name_the_key(tmp_path: Path, oval_file: tuple[Path, li
     kart_file, _ = _record(tmp_path / "kart", KART, 3)
     wrong = error(f'reference = "{kart_file}"')
     assert "sources[0].reference: " in wrong and "recorded on track" in wrong
+
+
+def test_config_check_and_show_name_the_reference(
+    tmp_path: Path, oval_file: tuple[Path, list], capsys: pytest.CaptureFixture[str]
+) -> None:
+    file, laps = oval_file
+    (tmp_path / "refs").mkdir()
+    (tmp_path / "refs" / "best.wrtf").write_bytes(file.read_bytes())
+    path = _config(tmp_path, 'reference = "refs/best.wrtf:3"')
+    assert main(["config", "check", str(path)]) == 0
+    out = capsys.readouterr().out
+    m = re.search(r", delta to best\.wrtf session \d+ lap 3 \((\d+\.\d{3}) s\)\n$", out)
+    assert m, out
+    assert float(m[1]) == pytest.approx(laps[2].time_s, abs=1e-3)
+    assert main(["config", "show", "--config", str(path)]) == 0
+    shown = tomllib.loads(capsys.readouterr().out)
+    assert shown["sources"][0]["reference"] == f"{tmp_path / 'refs' / 'best.wrtf'}:3"
+    assert parse_config(shown, "shown.toml").sources[0].reference == f"{tmp_path / 'refs' / 'best.wrtf'}:3"
