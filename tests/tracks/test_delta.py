@@ -340,12 +340,12 @@ def test_reference_from_a_recording_made_before_the_delta(tmp_path: Path) -> Non
 
     def old_compute(row: np.void, time_s: float) -> None:  # the struct as it was: six fields
         full = np.zeros(
-            (), np.dtype([("f1", row.dtype["f1"]), ("laps", [(f["name"], "<f8") for f in LAP_FIELDS])])
+            1, np.dtype([("f1", row.dtype["f1"]), ("laps", [(f["name"], "<f8") for f in LAP_FIELDS])])
         )
-        full["f1"] = row["f1"]
-        plug.__class__.compute(plug, full[()], time_s)
+        full["f1"][0] = row["f1"]
+        plug.__class__.compute(plug, full[0], time_s)
         for f in old_fields:
-            row["laps"][f["name"]] = full["laps"][f["name"]]
+            row["laps"][f["name"]] = full["laps"][f["name"]][0]
 
     plug.compute = old_compute  # type: ignore[method-assign]
     sim = Simulation(path, laps=2, rate_hz=60.0, seed=6, sectors_m=sectors)
@@ -361,3 +361,21 @@ def test_reference_from_a_recording_made_before_the_delta(tmp_path: Path) -> Non
     ref = Reference.from_file(file, 1, length_m=path.length_m)
     assert ref.lap_time_s == pytest.approx(sim.laps[0].time_s, abs=1 / 60)
     assert ref.time_at(path.length_m) == ref.lap_time_s
+
+
+def test_memory_is_bounded() -> None:
+    """A lap needing more grid points than ``max_points`` is never kept (nor traced past them)."""
+
+    def one_lap(max_points: int) -> PredictiveDelta:
+        d = PredictiveDelta(length_m=1000.0, max_points=max_points)
+        for i in range(0, 1001, 10):
+            d.update(1, float(i), i / 50.0)
+            assert d._trace is None or len(d._trace.times) <= max_points
+        d.complete(1, 20.0)
+        return d
+
+    assert one_lap(500).reference is None
+    kept = one_lap(1001).reference
+    assert kept is not None and len(kept.times_s) == 1001 and kept.time_at(500.0) == pytest.approx(10.0)
+    with pytest.raises(TrackError, match="cannot be kept"):
+        Reference.from_samples([10.0], [1.0], lap_time_s=20.0, length_m=1000.0, max_points=999)
