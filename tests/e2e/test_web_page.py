@@ -165,3 +165,79 @@ def test_page_live_laps_mark_screenshot_and_reconnect(browser: Any, tmp_path: Pa
     _, wall_us, frame_us = marker
     assert abs(wall_us - clicked_us) < 2_000_000  # the click reached the daemon within 2 s
     assert abs(frame_us - wall_us) < 500_000  # and the marker sits at the frame of that moment
+
+
+#: What the page shows of the delta, read in one go with the update it was drawn from.
+DELTA_JS = """() => {
+  const box = document.querySelector('[data-group="forza"] .delta');
+  if (!box || !lastUpdate) return null;
+  const lap = (((lastUpdate.live || {}).groups || {}).forza || {}).lap || null;
+  const val = box.querySelector('.dval');
+  return {
+    text: val.textContent,
+    cls: box.className,
+    color: getComputedStyle(val).color,
+    predicted: box.querySelector('.dpred').textContent,
+    delta_s: lap ? lap.delta_s : null,
+    predicted_s: lap ? lap.predicted_s : null,
+  };
+}"""
+GREEN, RED = "rgb(0, 224, 96)", "rgb(255, 48, 48)"  # --ok and --bad of app.css
+
+
+@pytest.mark.allow_leaks
+def test_page_shows_the_delta_green_gaining_red_losing(browser: Any, tmp_path: Path) -> None:
+    """The big delta on the page is the recorded ``laps.delta`` pushed to it, signed, with two
+    decimals; green (class ``gain``) below zero, red (``loss``) above; the predicted lap time under
+    it. Laps are driven on the game's clock, eight times faster than real time."""
+    forza_port, status_port = free_port(socket.SOCK_DGRAM), free_port()
+    out = tmp_path / "rec"
+    config = (
+        udp_source("forza", "forza", forza_port, f'group = "forza"\ntrack = "{OVAL}"\n')
+        + f'[recorder]\noutput_dir = "{out}"\nclock = "source"\n'
+        + f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
+    )
+    d = Daemon(tmp_path, config, status_port=status_port).start()
+    sim = None
+    context = browser.new_context(viewport=PHONE, bypass_csp=True)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    seen: dict[str, dict[str, Any]] = {}
+
+    def look() -> bool:
+        shown = page.evaluate(DELTA_JS)
+        if shown is None:
+            return False
+        cls = shown["cls"].split()[-1]
+        seen.setdefault(cls, shown)
+        return "gain" in seen and "loss" in seen
+
+    try:
+        d.wait_ready()
+        sim = simulate(forza_port, laps=40, scale=8.0)
+        page.goto(f"http://127.0.0.1:{status_port}/")
+        page.wait_for_function("document.getElementById('conn').textContent === 'live'", timeout=20_000)
+        wait_for(look, "the page to show a gaining and a losing delta", timeout_s=120)
+        shot = tmp_path / "pitwall-delta.png"
+        page.screenshot(path=str(shot), full_page=True)
+        save_artifact(shot)
+        assert errors == []
+    finally:
+        context.close()
+        if sim is not None:
+            sim.kill()
+            sim.wait(timeout=10)
+        d.stop()
+    # before a reference lap exists: a dash, neither colour
+    if "none" in seen:
+        assert seen["none"]["text"] == "–" and seen["none"]["color"] not in (GREEN, RED)
+    for cls, colour, sign in (("gain", GREEN, "−"), ("loss", RED, "+")):
+        shown = seen[cls]
+        delta = shown["delta_s"]
+        assert delta is not None and (delta < 0) == (cls == "gain"), shown
+        assert shown["text"] == f"{sign}{abs(delta):.2f}", shown
+        assert shown["color"] == colour, shown
+        assert shown["predicted"].startswith("predicted ") and shown["predicted_s"] is not None
+        seconds = float(shown["predicted"].removeprefix("predicted ").split(":")[-1])
+        assert seconds == pytest.approx(shown["predicted_s"] % 60, abs=0.0015), shown

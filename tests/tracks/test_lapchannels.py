@@ -83,3 +83,40 @@ def test_unknown_protocol_needs_fields() -> None:
     plug = lap_channels_for(track, source="gps", protocol="nmea", x_field="east_m", z_field="south_m")
     assert plug.position.x == "east_m" and plug.position.active is None
     assert set(POSITION_FIELDS) >= {"forza", "f1", "outsim"}
+
+
+def test_delta_channels_on_simulated_laps() -> None:
+    """The delta fields beside the others, written in one go: NaN until a lap is timed; at each
+    crossing ``last_delta`` is the lap's time minus the best earlier lap's (the simulator's own
+    lap times, within a tick); the lap's last frame has ``delta`` within a tick of it."""
+    track = load_track(SHIPPED / "oval.trk")
+    path = LanePath(track)
+    sim = Simulation(path, laps=4, rate_hz=60.0, seed=9, sectors_m=timing_sectors(track, path))
+    states = list(sim.states())
+    dt = frame_dtype("car", [("is_race_on", "?"), ("position_x", "<f4"), ("position_z", "<f4")])
+    rows = np.zeros(len(states), dt)
+    for i, s in enumerate(states):
+        rows[i]["car"] = (s.racing, s.x, s.z) if s.racing else (False, 0.0, 0.0)
+    plug = lap_channels_for(track, source="car", protocol="forza")
+    plug.start_session()
+    for i in range(len(rows)):
+        plug.compute(rows[i], i / 60.0)
+    laps = rows["laps"]
+    number = laps["lap_number"].astype(int)
+    assert np.isnan(laps["delta"][number <= 1]).all() and np.isnan(laps["predicted"][number <= 1]).all()
+    assert np.isfinite(laps["delta"][number >= 2]).all()
+    sim_times = [lap.time_s for lap in sim.laps]
+    ends = [int(i) for i in np.flatnonzero(np.diff(number) == 1) + 1 if number[i - 1] >= 1]
+    assert len(ends) == 4
+    assert np.isnan(laps["last_delta"][ends[0]])
+    for n, i in enumerate(ends[1:], start=2):
+        want = sim_times[n - 1] - min(sim_times[: n - 1])
+        assert float(laps["last_delta"][i]) == pytest.approx(want, abs=1 / 60)
+        assert float(laps["delta"][i - 1]) == pytest.approx(want, abs=1 / 60)
+        assert float(laps["predicted"][i - 1]) == pytest.approx(sim_times[n - 1], abs=1 / 60)
+    # the struct write kept every other field where it belongs
+    assert float(laps["lap_time"][ends[1] - 1]) == pytest.approx(sim_times[1], abs=1 / 60)
+    assert set(np.unique(laps["sector"])) == {0, 1, 2}
+    live = plug.live()
+    best = min(sim.laps, key=lambda lap: lap.time_s)
+    assert live["reference"]["number"] == best.number and live["reference"]["origin"] == "session"

@@ -49,6 +49,11 @@ def _check(args: argparse.Namespace) -> int:
     laps = "".join(
         f"; lap channels from {b.config.source_name} on {b.laps.track.name!r}"
         f" ({b.laps.path.length_m:.1f} m lap)"
+        + (
+            f", delta to {b.laps.delta.fixed.origin} ({b.laps.delta.fixed.lap_time_s:.3f} s)"
+            if b.laps.delta.fixed is not None
+            else ""
+        )
         for b in built
         if b.laps is not None
     )
@@ -74,6 +79,15 @@ def _show_token(loaded: Any, data: dict[str, Any]) -> None:
         data["web"]["token"] = token
 
 
+def _resolved_reference(loaded: Any, spec: str) -> str:
+    """``reference = "FILE[:LAP]"`` with FILE resolved like tracks (the lap part kept)."""
+    from wrtfd.tracks.delta import parse_reference
+
+    file, session, lap = parse_reference(spec)
+    where = "" if lap is None else f":{lap}" if session is None else f":{session}.{lap}"
+    return f"{loaded.resolve(Path(file))}{where}"
+
+
 def _show(args: argparse.Namespace) -> int:
     from wrtfd.daemon.config import load_effective_config
     from wrtfd.daemon.toml_out import dumps
@@ -95,8 +109,10 @@ def _show(args: argparse.Namespace) -> int:
         track = loaded.track_path(cfg)
         if track is not None:
             src["track"] = str(track)
+            if cfg.reference is not None:
+                src["reference"] = _resolved_reference(loaded, cfg.reference)
         else:  # the track's companion keys mean nothing without one: keep the listing short
-            for key in ("track_position", "track_z_sign", "track_lane"):
+            for key in ("track_position", "track_z_sign", "track_lane", "reference"):
                 src.pop(key, None)
         head = {k: src.pop(k) for k in ("kind", "name", "protocol")}
         ordered.append({**head, **src})

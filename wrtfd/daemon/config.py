@@ -173,6 +173,10 @@ class _SourceBase(_Model):
     track_z_sign: Literal[1, -1] | None = None
     #: Lane of the track file the lap distance is measured along.
     track_lane: Annotated[int, Field(ge=0, le=255)] = 0
+    #: Reference lap of the live delta (``laps.delta``): ``"FILE[:LAP]"`` or
+    #: ``"FILE:SESSION.LAP"``, a WRTF recording with lap channels (its fastest lap without LAP);
+    #: None: the session's best lap so far.
+    reference: str | None = None
     #: Recording group: sources of one group share files, frames and ticks; each group records
     #: its own files. Unset: the shared group ``main``. The built-in default gives every game
     #: its own group, so the game that plays records a file with only its channels.
@@ -203,6 +207,7 @@ class _SourceBase(_Model):
                 "track_position": self.track_position is not None,
                 "track_z_sign": self.track_z_sign is not None,
                 "track_lane": self.track_lane != 0,
+                "reference": self.reference is not None,
             }
             for key, present in given.items():
                 if present:

@@ -357,8 +357,31 @@ def build_lap_channels(
     if src.track_lane >= len(track.lanes):
         raise ConfigError(f"{where}.track_lane: {path} has {len(track.lanes)} lane(s), numbered from 0")
     position = _position_fields(src, definition, where)
+    reference = None
+    if src.reference is not None:
+        from wrtfd.tracks import LanePath
+        from wrtfd.tracks.delta import Reference, parse_reference
+
+        file, session, lap = _call(where, "reference", parse_reference, src.reference)
+        reference = _call(
+            where,
+            "reference",
+            Reference.from_file,
+            loaded.resolve(Path(file)),
+            lap,
+            session=session,
+            length_m=LanePath(track, src.track_lane).length_m,
+            track_name=track.name,
+        )
     return _call(
-        where, "track", LapChannels, track, source=src.source_name, position=position, lane=src.track_lane
+        where,
+        "track",
+        LapChannels,
+        track,
+        source=src.source_name,
+        position=position,
+        lane=src.track_lane,
+        reference=reference,
     )
 
 

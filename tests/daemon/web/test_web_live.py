@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import typing
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -165,3 +166,30 @@ def test_every_recording_event_has_a_name_and_a_sentence_for_the_page() -> None:
     assert docs[5]["text"] == "source gps: silent for 10.4 s" and docs[5]["warning"] is True
     assert docs[6]["text"] == "disk low: 150 MiB free on /r (below 200 MiB)"
     assert all(d["text"] for d in docs)
+
+
+def test_lap_delta_reaches_the_page_nan_as_null() -> None:
+    """The lap channels' delta fields go to the page with the lap (NaN, no reference: null); a
+    recording whose laps struct predates them gives the lap without them."""
+    from wrtfd.tracks.lapchannels import LAP_FIELDS
+
+    definition = yaml.safe_load((SCHEMA_DIR / "forza.wrtf.yaml").read_text())
+
+    def view_of(fields: list[dict[str, object]], values: dict[str, float]) -> dict[str, object]:
+        plugin = SimpleNamespace(name="laps", definition={"fields": fields}, footer_fields={})
+        schema = Schema.from_dict(compose_definition([("forza", definition)], [plugin]))
+        frames = np.zeros(3, dtype=schema.frame_dtype)
+        frames["tick"] = np.arange(3)
+        frames["laps"]["lap_number"] = 4
+        for name, v in values.items():
+            frames["laps"][name][-1] = v
+        view = LiveView()
+        view.active = True
+        view.notify(LiveFrames("forza", schema, frames, 1_000_000 + np.arange(3) * 16_667))
+        return view.take()["groups"]["forza"]["lap"]
+
+    lap = view_of(LAP_FIELDS, {"delta": -0.25, "predicted": 83.5, "last_delta": np.nan})
+    assert lap["number"] == 4
+    assert lap["delta_s"] == -0.25 and lap["predicted_s"] == 83.5 and lap["last_delta_s"] is None
+    old = view_of([f for f in LAP_FIELDS if f["name"] not in ("delta", "predicted", "last_delta")], {})
+    assert old["number"] == 4 and "delta_s" not in old

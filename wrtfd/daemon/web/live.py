@@ -126,6 +126,8 @@ class _GroupLive:
         self.blocks: deque[LiveFrames] = deque(maxlen=64)
         self.last: dict[str, Any] = {}
         self.has_laps = "laps" in (schema.frame_dtype.names or ())
+        lap_fields = schema.frame_dtype["laps"].names or () if self.has_laps else ()
+        self.has_delta = {"delta", "predicted", "last_delta"} <= set(lap_fields)
 
     def take(self) -> dict[str, Any]:
         blocks = list(self.blocks)
@@ -164,6 +166,10 @@ class _GroupLive:
                     "sector": int(laps["sector"]),
                     "distance_m": _value(laps["lap_distance"]),
                 }
+                if self.has_delta:
+                    self.last["lap"]["delta_s"] = _value(laps["delta"])
+                    self.last["lap"]["predicted_s"] = _value(laps["predicted"])
+                    self.last["lap"]["last_delta_s"] = _value(laps["last_delta"])
             return self.last
         stale = dict(self.last)
         stale.pop("trace", None)

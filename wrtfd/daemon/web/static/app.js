@@ -189,17 +189,44 @@ function sectorsText(lap) {
   return " (" + lap.sectors_s.map((s) => fmtLap(s)).join(" · ") + ")";
 }
 
+function fmtDelta(s) {
+  if (s === null || s === undefined || !isFinite(s)) return "–";
+  return (s < 0 ? "−" : "+") + Math.abs(s).toFixed(2);
+}
+
+// Negative: ahead of the reference lap (gaining, green); positive: behind it (losing, red).
+function deltaClass(s) {
+  if (s === null || s === undefined || !isFinite(s)) return "none";
+  return s < 0 ? "gain" : s > 0 ? "loss" : "even";
+}
+
+function renderDelta(lap, lapsLive) {
+  const d = lap ? lap.delta_s : null;
+  const box = el("div", "delta " + deltaClass(d));
+  const ref = lapsLive && lapsLive.reference;
+  const refText = ref ? `vs ${fmtLap(ref.time_s)} (${ref.origin === "session" ? `lap ${ref.number}` : ref.origin})` : "no reference lap yet";
+  const last = lap && lap.last_delta_s !== null && lap.last_delta_s !== undefined ? ` · last lap ${fmtDelta(lap.last_delta_s)}` : "";
+  box.append(
+    el("div", "dval", fmtDelta(d)),
+    el("div", "dpred", `predicted ${fmtLap(lap ? lap.predicted_s : null)}`),
+    el("div", "dref", refText + last),
+  );
+  return box;
+}
+
 function renderLaps(box, lap, lapsLive, summary) {
   if (!lap && !lapsLive && !summary) { box.replaceChildren(); return; }
   const current = lap ? `lap ${lap.number} · ${fmtLap(lap.time_s)}` : "–";
   const last = lapsLive && lapsLive.last ? `${fmtLap(lapsLive.last.time_s)}${sectorsText(lapsLive.last)}` : "–";
   const best = lapsLive && lapsLive.best ? `${fmtLap(lapsLive.best.time_s)} (lap ${lapsLive.best.number})${sectorsText(lapsLive.best)}` : "–";
   const rows = [["current", current, "current"], ["last", last, "last"], ["best", best, "best"]];
-  box.replaceChildren(...rows.map(([k, v, cls]) => {
+  const items = rows.map(([k, v, cls]) => {
     const r = el("div", "laprow " + cls);
     r.append(el("span", "k", k), el("span", "v", v));
     return r;
-  }));
+  });
+  if (lap && "delta_s" in lap) items.unshift(renderDelta(lap, lapsLive));
+  box.replaceChildren(...items);
 }
 
 function addTrace(group, lv) {
