@@ -233,7 +233,7 @@ class UbxSource(SerialSourceBase):
             self.settings.path,
             info.generation,
             info.software,
-            info.protocol_version if info.protocol_version is not None else "?",
+            f"{info.protocol_version:.2f}" if info.protocol_version is not None else "?",
             found_at,
             "CFG-VALSET" if info.valset else "legacy CFG messages",
             len(self.steps) - refused,
