@@ -108,6 +108,7 @@ class GnssPty:
         #: Simulated time (s) the car started at; None before.
         self.drive_start_s: float | None = None
         self._tokens = 0.0
+        self._stop = False
 
     # -- the line ---------------------------------------------------------------------------
 
@@ -203,14 +204,16 @@ class GnssPty:
         while True:
             due_wall = wall0 + epoch_s / self.speed_scale
             # serve the host until the epoch is due
-            while True:
+            while not self._stop:
                 now_wall = clock()
                 left = due_wall - now_wall
                 if left <= 0:
                     break
-                ready, _, _ = select.select([self.master], [], [], left)
+                ready, _, _ = select.select([self.master], [], [], min(left, 0.1))
                 if ready:
                     self._read((now_wall - wall0) * self.speed_scale)
+            if self._stop:
+                break
             if self.drive_start_s is None and rx is None and self.line_ok():
                 self.drive_start_s = epoch_s + self.start_delay_s
             if self.drive_start_s is None and clock() - wall0 > wait_s:
@@ -245,6 +248,10 @@ class GnssPty:
             epoch_s = (int(epoch_s / period + 1e-9) + 1) * period
         self.stats.rate_hz = 1.0 / self.period_s
         return self.stats
+
+    def stop(self) -> None:
+        """Make :meth:`run` return soon (from another thread)."""
+        self._stop = True
 
     def write_truth(self, path: Path, extra: dict[str, Any] | None = None) -> None:
         doc = {**(extra or {}), **self.truth(), "stats": asdict(self.stats)}

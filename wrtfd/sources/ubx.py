@@ -96,6 +96,8 @@ class UbxSource(SerialSourceBase):
         self.current_baud = settings.baudrate
         #: Each step of the last set-up and how it went: ("CFG-RATE 10 Hz", "ack" | "nak" | "timeout").
         self.steps: list[tuple[str, str]] = []
+        #: True once the set-up of the current connection is over (whatever its outcome).
+        self.set_up = False
 
     # -- receiving ---------------------------------------------------------------------------
 
@@ -255,9 +257,11 @@ class UbxSource(SerialSourceBase):
     async def _session(self, link: SerialLink, sink: SampleSink) -> str:
         self._link = link
         self.current_baud = self.settings.baudrate
+        self.set_up = False
         try:
             if self.configure:
                 await self._configure(link)
+            self.set_up = True
             return await link.wait_lost(self.settings.idle_timeout_s)
         finally:
             self._link = None
