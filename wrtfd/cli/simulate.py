@@ -495,9 +495,14 @@ def _gnss(args: argparse.Namespace) -> int:
         if args.truth is not None:
             p.write_truth(args.truth, summary)
 
+    import signal
+
+    # SIGTERM ends the drive early but cleanly: the truth file gets what happened
+    previous = signal.signal(signal.SIGTERM, lambda *_: pty.stop())
     try:
         stats = pty.run(wait_s=args.wait, on_start=started)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         pty.close()
     if pty.drive_start_s is None:
         raise WrtfdError(f"nobody started the drive within {args.wait:g} s (no recorder opened {pty.path})")
