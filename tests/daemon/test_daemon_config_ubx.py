@@ -23,7 +23,10 @@ def _check(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tup
 
 
 def test_ubx_keys_reach_the_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    text = UBX + "baudrate = 38400\n[sources.ubx]\nrate_hz = 25\nbaud = 460800\nnmea_off = true\nport = \"uart1\"\n"
+    text = (
+        UBX
+        + 'baudrate = 38400\n[sources.ubx]\nrate_hz = 25\nbaud = 460800\nnmea_off = true\nport = "uart1"\n'
+    )
     code, out, path = _check(tmp_path, text, capsys)
     assert code == 0, out
     assert "gps (serial/ubx)" in out
@@ -41,7 +44,13 @@ def test_ubx_defaults(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     loaded = load_config(path)
     source = build_source(loaded, 0, loaded.config.sources[0]).source
     assert isinstance(source, UbxSource)
-    assert (source.rate_hz, source.baud, source.nmea_off, source.port, source.configure) == (10, None, False, "auto", True)
+    assert (source.rate_hz, source.baud, source.nmea_off, source.port, source.configure) == (
+        10,
+        None,
+        False,
+        "auto",
+        True,
+    )
 
 
 @pytest.mark.parametrize(
@@ -68,4 +77,4 @@ def test_ubx_table_only_for_ubx(tmp_path: Path, capsys: pytest.CaptureFixture[st
     text = UBX.replace('"ubx"', '"nmea"') + "[sources.ubx]\nrate_hz = 10\n"
     code, out, path = _check(tmp_path, text, capsys)
     assert code == 2
-    assert f'{path}: sources[0]: the `ubx` table is for protocol = "ubx", not \'nmea\'' in out
+    assert f"{path}: sources[0]: the `ubx` table is for protocol = \"ubx\", not 'nmea'" in out

@@ -71,8 +71,7 @@ def test_positions_lie_on_the_lane_without_noise(road: tuple[LanePath, Drive, tu
     assert float(np.max(gap)) < 0.05  # on the lane (the chords of 5 ms ticks on arcs, at most)
 
 
-def test_noise_is_seeded_and_of_the_asked_size(road: tuple[LanePath, Drive, tuple[float, ...]]) -> None:
-    _, drive, _ = road
+def test_noise_is_seeded_and_of_the_asked_size() -> None:
     a = GnssErrors(seed=3, noise_m=2.0, tau_s=1.0)
     b = GnssErrors(seed=3, noise_m=2.0, tau_s=1.0)
     steps_a = [a.step(i * 0.1) for i in range(4000)]
@@ -124,11 +123,18 @@ def test_nav_pvt_is_what_pyubx2_reads() -> None:
     assert msg.identity == "NAV-PVT"
     assert (msg.year, msg.month, msg.day) == (2026, 5, 28)
     assert (msg.validDate, msg.validTime, msg.fixType, msg.gnssFixOk, msg.numSV) == (1, 1, 3, 1, 14)
-    utc_s = (np.datetime64(f"{msg.year:04d}-{msg.month:02d}-{msg.day:02d}T{msg.hour:02d}:{msg.min:02d}:{msg.second:02d}")
-             .astype("datetime64[s]").astype(np.int64))  # fmt: skip
+    stamp = f"{msg.year:04d}-{msg.month:02d}-{msg.day:02d}T{msg.hour:02d}:{msg.min:02d}:{msg.second:02d}"
+    utc_s = np.datetime64(stamp).astype("datetime64[s]").astype(np.int64)
     assert int(utc_s) * 1_000_000_000 + msg.nano == fix.utc_ns
     assert msg.lat == pytest.approx(fix.lat_deg, abs=1e-7) and msg.lon == pytest.approx(fix.lon_deg, abs=1e-7)
-    assert (msg.height, msg.hMSL, msg.gSpeed, msg.velN, msg.velE, msg.velD) == (350250, 302250, 31500, 690, -31490, 120)
+    assert (msg.height, msg.hMSL, msg.gSpeed, msg.velN, msg.velE, msg.velD) == (
+        350250,
+        302250,
+        31500,
+        690,
+        -31490,
+        120,
+    )
     assert msg.headMot == pytest.approx(271.25) and msg.pDOP == pytest.approx(1.23)
     assert (msg.hAcc, msg.vAcc, msg.sAcc) == (1100, 1800, 100)
     # iTOW: GPS time of week (GPS time runs 18 s ahead of UTC; GPS weeks start 1980-01-06)
@@ -248,7 +254,10 @@ def test_bad_options_are_one_line(tmp_path: Path) -> None:
         (("--protocol", "ubx", "--pty", "--track", str(ROAD), "--rate", "10"), "--rate: a u-blox receiver"),
         (("--protocol", "nmea", "--to", "127.0.0.1:9", "--track", str(ROAD)), "give --pty"),
         (("--protocol", "forza", "--pty", "--track", str(ROAD)), "--pty is for ubx, nmea"),
-        (("--protocol", "nmea", "--pty", "--track", str(ROAD), "--baud", "12345"), "--baud: no termios constant"),
+        (
+            ("--protocol", "nmea", "--pty", "--track", str(ROAD), "--baud", "12345"),
+            "--baud: no termios constant",
+        ),
     ):
         proc = subprocess.run(
             [sys.executable, "-m", "wrtfd", "simulate", *args], capture_output=True, text=True, timeout=60

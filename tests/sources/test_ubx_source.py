@@ -87,7 +87,12 @@ async def test_m10_set_up_with_valset_at_25_hz_and_a_faster_uart(drive: Drive) -
     assert sim.pty.stats.baud_changes == [115200]
     assert source.current_baud == 115200
     assert sim.receiver.baud == 115200
-    assert (sim.receiver.meas_ms, sim.receiver.nav_pvt, sim.receiver.nmea, sim.receiver.dyn_model) == (40, True, False, 4)
+    assert (sim.receiver.meas_ms, sim.receiver.nav_pvt, sim.receiver.nmea, sim.receiver.dyn_model) == (
+        40,
+        True,
+        False,
+        4,
+    )
     # the simulator was asked in CFG-VALSET only, and took each key
     assert {what.split()[0] for what, _ in sim.pty.stats.commands} == {"CFG-VALSET"}
     assert _periods_ms(got, 30) == {40.0}

@@ -63,6 +63,7 @@ __all__ = [
     "SerialSourceConfig",
     "SourceConfig",
     "StatusConfig",
+    "UbxLinkConfig",
     "UdpSourceConfig",
     "WebConfig",
     "check_protocols",
@@ -290,7 +291,7 @@ class Gt7SourceConfig(_SourceBase):
 
 
 #: Baud rates of a u-blox UART (the ``ubx.baud`` choices; wrtfd.decoders.ubx_config probes them).
-UBX_BAUDS = Literal[4800, 9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600]
+_UbxBauds = Literal[4800, 9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600]
 
 
 class UbxLinkConfig(_Model):
@@ -301,7 +302,7 @@ class UbxLinkConfig(_Model):
     #: Measurement rate; a module that cannot run this fast refuses it (NAK, one log line).
     rate_hz: Annotated[int, Field(ge=1, le=25)] = 10
     #: Switch the receiver's UART to this baud rate after setting it up (absent: stay).
-    baud: UBX_BAUDS | None = None
+    baud: _UbxBauds | None = None
     #: Stop the receiver's NMEA output on the port (only UBX is recorded).
     nmea_off: bool = False
     dynamic_model: Literal[
