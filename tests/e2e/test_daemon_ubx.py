@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.e2e.test_daemon_harness import Daemon, free_port, recordings, wait_for
+from tests.e2e.test_daemon_harness import Daemon, free_port, recordings, run_cli, wait_for
+from tests.e2e.test_live_vs_tap import assert_same_recording
 from wrtfd.format import Reader
 
 pytestmark = pytest.mark.slow
@@ -29,7 +30,7 @@ ANCHOR = (44.9, 2.5)  # road.trk's geodetic anchor
 
 
 def _run(
-    tmp_path: Path, generation: str, ubx: str, refuse: str
+    tmp_path: Path, generation: str, ubx: str, refuse: str, source: str = ""
 ) -> tuple[dict[str, Any], list[str], dict[str, Any], Path]:
     link = tmp_path / "usb-u-blox-if00"
     truth = tmp_path / "truth.json"
@@ -67,6 +68,7 @@ def _run(
     out = tmp_path / "rec"
     config = (
         f'[[sources]]\nkind = "serial"\nname = "gps"\nprotocol = "ubx"\ndevice = "{link}"\nbaudrate = 9600\n'
+        f"{source}"
         f"[sources.ubx]\n{ubx}\n"
         f'[recorder]\noutput_dir = "{out}"\nrate_hz = 50\n'
         f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
@@ -144,9 +146,13 @@ def test_m8_legacy_set_up_nak_and_baud_change(tmp_path: Path) -> None:
     ]
 
 
-def test_m10_valset_at_25_hz(tmp_path: Path) -> None:
+def test_m10_valset_at_25_hz_and_its_tap_replays(tmp_path: Path) -> None:
     status, lines, truth, path = _run(
-        tmp_path, "m10", "rate_hz = 25\nbaud = 230400\nnmea_off = true", refuse="CFG_UART1_BAUDRATE_NOT_A_KEY"
+        tmp_path,
+        "m10",
+        "rate_hz = 25\nbaud = 230400\nnmea_off = true",
+        refuse="CFG_UART1_BAUDRATE_NOT_A_KEY",
+        source="raw_tap = true\n",
     )
     found = [ln for ln in lines if "found at 9600 baud" in ln]
     assert len(found) == 1 and "MAX-M10S" in found[0]
@@ -157,3 +163,18 @@ def test_m10_valset_at_25_hz(tmp_path: Path) -> None:
     _check_rate_and_place(path, 40)
     assert truth["stats"]["baud_changes"] == [230400]
     assert {c[0].split()[0] for c in truth["stats"]["commands"]} == {"CFG-VALSET"}
+
+    # the raw tap holds every byte read (the baud probe's noise, the set-up's answers, NMEA):
+    # importing it with the daemon's config makes the same recording
+    imported = tmp_path / "imported"
+    proc = run_cli(
+        "import",
+        str(path.with_suffix(".pcapng")),
+        "--config",
+        str(tmp_path / "wrtfd.toml"),
+        "-o",
+        str(imported),
+    )
+    assert proc.returncode == 0, proc.stderr
+    (again,) = imported.glob("*.wrtf")
+    assert assert_same_recording(path, again) > 60
