@@ -142,6 +142,7 @@ async def test_m10_refusal_of_a_key_is_one_problem(drive: Drive) -> None:
     assert len(source.stats.problems) == 1
     assert sim.receiver.dyn_model == 0
     assert _periods_ms(got, 15) == {50.0}
+    assert source.rate_reached_hz is not None and source.rate_reached_hz > 16
 
 
 @pytest.fixture
@@ -176,3 +177,15 @@ async def test_a_receiver_that_never_answers_is_recorded_anyway(drive: Drive, de
     assert source.stats.problems[0].startswith("no answer to MON-VER at 38400, 9600 baud")
     assert source.current_baud == 38400
     assert len(got) >= 10
+
+
+async def test_a_rate_the_uart_cannot_carry_is_a_problem(drive: Drive) -> None:
+    with Simulated(drive, "m10") as sim:
+        # 20 Hz of NAV-PVT (2,000 B/s) and NMEA at 9600 baud (960 B/s): the receiver drops epochs
+        source = _source(sim.pty.path, rate_hz=20, rate_check_s=2.0)
+        await _record(source, 3, "NAV-PVT")
+    assert [r for _, r in source.steps] == ["ack"] * 4
+    assert sim.pty.stats.overflow_epochs > 0
+    assert source.rate_reached_hz is not None and source.rate_reached_hz < 16
+    (problem,) = source.stats.problems
+    assert problem.startswith(f"NAV-PVT at {source.rate_reached_hz:.1f} Hz, 20 Hz asked (9600 baud carries")

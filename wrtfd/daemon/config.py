@@ -314,6 +314,8 @@ class UbxLinkConfig(_Model):
     ack_timeout_s: Annotated[float, Field(gt=0, le=10)] = 1.0
     #: How long each baud rate tried on connect waits for the MON-VER answer.
     probe_timeout_s: Annotated[float, Field(gt=0, le=10)] = 1.0
+    #: NAV-PVT are counted this long after the set-up; under 80 % of rate_hz is a problem (0: no check).
+    rate_check_s: Annotated[float, Field(ge=0, le=60)] = 2.0
 
 
 class SerialSourceConfig(_SourceBase):

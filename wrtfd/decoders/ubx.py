@@ -387,7 +387,7 @@ class UbxFeed:
     could run the same code on the same chunks.
     """
 
-    __slots__ = ("control", "decoder", "drops", "framer", "name")
+    __slots__ = ("control", "decoder", "drops", "framer", "name", "navigation")
 
     def __init__(
         self,
@@ -402,6 +402,8 @@ class UbxFeed:
         self.drops = drops if drops is not None else DropCounter()
         self.framer = UbxFramer(drops=self.drops)
         self.control = control
+        #: Navigation frames (NAV-PVT, HNR-PVT) decoded so far.
+        self.navigation = 0
 
     def reset(self) -> None:
         self.framer.reset()
@@ -427,6 +429,7 @@ class UbxFeed:
                 continue
             if decoded is None:
                 continue
+            self.navigation += 1
             try:
                 sink(Sample(self.name, rx_ns, decoded.values, decoded.source_time_ns))
             except SinkFull:

@@ -10,6 +10,8 @@ After every (re)open, before streaming:
    status problem; the rest of the set-up and the recording go on with what the receiver sends.
 4. A baud change: the source follows the receiver to the new rate and checks the link with a
    MON-VER poll; if the receiver is not there, it goes back to the old rate (one line, a problem).
+5. The rate reached: NAV-PVT are counted for ``rate_check_s``; fewer than 80 % of ``rate_hz``
+   is a problem (a UART too slow for the rate drops messages).
 
 NAV-PVT frames that arrive during the set-up are recorded like the rest. docs/gnss.md.
 """
@@ -67,6 +69,7 @@ class UbxSource(SerialSourceBase):
         ack_timeout_s: float = 1.0,
         probe_timeout_s: float = 1.0,
         probe_bauds: tuple[int, ...] = UBX_BAUD_RATES,
+        rate_check_s: float = 2.0,
     ) -> None:
         super().__init__(name, settings)
         if not 1 <= rate_hz <= 25:
@@ -87,6 +90,9 @@ class UbxSource(SerialSourceBase):
         self.ack_timeout_s = ack_timeout_s
         self.probe_timeout_s = probe_timeout_s
         self.probe_bauds = tuple(probe_bauds)
+        self.rate_check_s = rate_check_s
+        #: NAV-PVT a second measured after the last set-up (None: not measured).
+        self.rate_reached_hz: float | None = None
         self.feed = UbxFeed(name, decoder, drops=self.stats.dropped, control=self._on_control)
         self._control: list[tuple[int, int, bytes]] = []
         self._control_event = anyio.Event()
@@ -254,13 +260,37 @@ class UbxSource(SerialSourceBase):
             return "nak" if result == "nak" else "timeout"
         return "timeout"
 
+    async def _check_rate(self) -> None:
+        """Count NAV-PVT for ``rate_check_s`` after the set-up: fewer than asked is a problem
+        (a UART too slow for the rate is the usual cause: a receiver drops what does not fit)."""
+        if self.receiver is None or any(r != "ack" for what, r in self.steps if "RATE" in what):
+            return
+        # the new rate starts at the receiver's next epoch on the old one: up to a second away
+        seen = self.feed.navigation
+        with anyio.move_on_after(1.5):
+            while self.feed.navigation == seen:  # noqa: ASYNC110 - set by the transport callback
+                await anyio.sleep(0.01)
+        before = self.feed.navigation
+        await anyio.sleep(self.rate_check_s)
+        self.rate_reached_hz = (self.feed.navigation - before) / self.rate_check_s
+        log.info("%s (%s): NAV-PVT at %.1f Hz", self.name, self.settings.path, self.rate_reached_hz)
+        if self.rate_reached_hz < 0.8 * self.rate_hz:
+            fits = self.current_baud / 10 / 100  # NAV-PVT is 100 bytes on the wire
+            self._problem(
+                f"NAV-PVT at {self.rate_reached_hz:.1f} Hz, {self.rate_hz} Hz asked"
+                f" ({self.current_baud} baud carries at most {fits:.0f} a second; see `baud`, `nmea_off`)"
+            )
+
     async def _session(self, link: SerialLink, sink: SampleSink) -> str:
         self._link = link
         self.current_baud = self.settings.baudrate
         self.set_up = False
+        self.rate_reached_hz = None
         try:
             if self.configure:
                 await self._configure(link)
+                if self.rate_check_s > 0:
+                    await self._check_rate()
             self.set_up = True
             return await link.wait_lost(self.settings.idle_timeout_s)
         finally:
