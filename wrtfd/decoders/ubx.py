@@ -23,8 +23,8 @@ from __future__ import annotations
 import datetime as dt
 import math
 import struct
-from operator import mul
 from collections.abc import Callable, Mapping
+from operator import mul
 from typing import Any
 
 from wrtfd.decoders._common import load_definition
