@@ -135,6 +135,10 @@ def test_time_falls_back_to_itow_without_a_valid_date() -> None:
     assert decoded.source_time_ns == 123456789 * 1_000_000
     assert decoded.values["fix_time_utc_us"] == 0
     assert math.isnan(decoded.values["lat_deg"])  # fixType 0: no position
+    time_only = UBXMessage("NAV", "NAV-PVT", 0, iTOW=1, fixType=5, gnssFixOk=1, lat=45.0, lon=7.0)
+    values = UbxDecoder().decode(time_only.serialize()).values  # type: ignore[union-attr]
+    assert (values["fix_type"], values["fix_mode"], values["fix_ok"]) == (5, 1, True)
+    assert math.isnan(values["lat_deg"])  # a time-only fix has no position
 
 
 def test_hnr_pvt_updates_what_it_carries() -> None:
@@ -331,6 +335,18 @@ def test_m8_gets_the_legacy_messages() -> None:
     # nothing asked beyond the defaults: no CFG-PRT at all
     plain = config_steps(M8, rate_hz=5, port="usb", current_baud=9600)
     assert [_parsed(s.message).identity for s in plain] == ["CFG-RATE", "CFG-MSG", "CFG-NAV5"]  # type: ignore[attr-defined]
+
+
+def test_fusion_modules_get_hnr_pvt() -> None:
+    m8u = receiver_info("ROM CORE 3.01", "00080000", ("PROTVER=19.20", "MOD=NEO-M8U"))
+    steps = config_steps(m8u, rate_hz=10, port="uart1", current_baud=9600)
+    msgs = [
+        (m.msgClass, m.msgID) for m in map(_parsed, (s.message for s in steps)) if m.identity == "CFG-MSG"
+    ]  # type: ignore[attr-defined]
+    assert msgs == [(0x01, 0x07), (0x28, 0x00)]
+    f9r = receiver_info("EXT CORE 1.00", "00190000", ("PROTVER=33.21", "MOD=ZED-F9R"))
+    keys = [s.what for s in config_steps(f9r, rate_hz=10, port="usb", current_baud=9600)]
+    assert "CFG-VALSET CFG_MSGOUT_UBX_HNR_PVT_USB=1" in keys
 
 
 def test_mon_ver_poll_is_what_pyubx2_builds() -> None:

@@ -24,7 +24,16 @@ from pyubx2 import SET, UBXMessage, UBXReader
 from wrtfd.decoders.nmea import NmeaDecoder
 from wrtfd.decoders.ubx import ACK_ACK, ACK_NAK, UbxFramer
 from wrtfd.simulate.car import Simulation
-from wrtfd.simulate.gnss import Drive, Fix, GnssErrors, UbxReceiver, nav_pvt_frame, nmea_epoch
+from wrtfd.simulate.gnss import (
+    Drive,
+    Fix,
+    GnssErrors,
+    UbxReceiver,
+    epochs,
+    nav_pvt_frame,
+    nmea_epoch,
+    truth_laps,
+)
 from wrtfd.tracks import LanePath, load_track, timing_sectors
 from wrtfd.tracks.geodesy import track_plane
 
@@ -267,3 +276,21 @@ def test_bad_options_are_one_line(tmp_path: Path) -> None:
         assert "Traceback" not in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not os.listdir(tmp_path)
+
+
+def test_offline_epochs_straddle_the_true_crossings(road: tuple[LanePath, Drive, tuple[float, ...]]) -> None:
+    path, drive, _ = road
+    fixes = list(epochs(drive, GnssErrors(seed=1, noise_m=0.0), rate_hz=25, utc_start_ns=UTC0))
+    utc = np.array([f.utc_ns for f in fixes], dtype=np.int64)
+    assert set(np.diff(utc).tolist()) == {40_000_000}
+    assert utc[0] == UTC0 - 1_000_000_000 and utc[-1] >= UTC0 + round((drive.end_s + 1.0) * 1e9) - 40_000_000
+    x, z = drive.plane.to_xy(np.array([f.lat_deg for f in fixes]), np.array([f.lon_deg for f in fixes]))
+    along, _, _ = path.project_many(x, z)
+    laps = truth_laps(drive, UTC0)
+    assert [lap["lap"] for lap in laps] == [1, 2]
+    for lap in laps:
+        for key in ("start_utc_us", "end_utc_us"):
+            crossing_ns = int(lap[key]) * 1000  # type: ignore[call-overload]
+            i = int(np.searchsorted(utc, crossing_ns))  # the first fix at or after the crossing
+            assert along[i - 1] > path.length_m - 5.0  # just before the line (end of the lap)
+            assert along[i] < 5.0  # just after it

@@ -22,6 +22,7 @@ import datetime as dt
 import math
 import random
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,9 +38,11 @@ __all__ = [
     "Fix",
     "GnssErrors",
     "UbxReceiver",
+    "epochs",
     "gps_time_of_week_ms",
     "nav_pvt_frame",
     "nmea_epoch",
+    "truth_laps",
 ]
 
 #: GPS time runs ahead of UTC by the leap seconds since 1980 (18 since 2017).
@@ -220,6 +223,45 @@ class GnssErrors:
             heading_acc_deg=min(180.0, 1.0 / max(ground, 0.1)) * scale,
             pdop=min(99.0, (12.0 / max(sats, 1)) * (1.0 if fix_type == 3 else 2.0)),
         )
+
+
+def epochs(
+    drive: Drive,
+    errors: GnssErrors,
+    *,
+    rate_hz: float,
+    utc_start_ns: int,
+    before_s: float = 1.0,
+    after_s: float = 1.0,
+) -> Iterator[Fix]:
+    """Every fix of a receiver at ``rate_hz`` from ``before_s`` before the drive to ``after_s``
+    after it, the drive starting at UTC ``utc_start_ns``: the pty simulator's stream without a
+    pty, for tests that time laps offline (:func:`truth_laps` gives the laps to compare with)."""
+    period_ns = round(1e9 / rate_hz)
+    k = -int(before_s * rate_hz)
+    end_ns = round((drive.end_s + after_s) * 1e9)
+    while k * period_ns <= end_ns:
+        t_ns = k * period_ns
+        yield errors.fix(drive, t_ns / 1e9, utc_start_ns + t_ns)
+        k += 1
+
+
+def truth_laps(drive: Drive, drive_start_utc_ns: int) -> list[dict[str, object]]:
+    """The car's true laps: drive seconds, UTC microseconds (interpolated at the line), sectors."""
+    out: list[dict[str, object]] = []
+    for lap in drive.laps:
+        out.append(
+            {
+                "lap": lap.number,
+                "start_s": lap.start_s,
+                "end_s": lap.end_s,
+                "time_s": lap.time_s,
+                "sectors_s": list(lap.sector_times_s),
+                "start_utc_us": (drive_start_utc_ns + round(lap.start_s * 1e9)) // 1000,
+                "end_utc_us": (drive_start_utc_ns + round(lap.end_s * 1e9)) // 1000,
+            }
+        )
+    return out
 
 
 _NAV_PVT = struct.Struct("<IHBBBBBBIiBBBBiiiiIIiiiiiIIHH4xiHH")

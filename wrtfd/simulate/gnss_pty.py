@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from wrtfd.decoders.ubx import UbxFramer
-from wrtfd.simulate.gnss import Drive, GnssErrors, UbxReceiver, nmea_epoch
+from wrtfd.simulate.gnss import Drive, GnssErrors, UbxReceiver, nmea_epoch, truth_laps
 
 __all__ = ["GnssPty", "PtyStats", "baud_constant"]
 
@@ -168,19 +168,13 @@ class GnssPty:
     def truth(self) -> dict[str, Any]:
         """The car's true laps (drive time and UTC), once the drive has started."""
         start = self.drive_start_s
-        laps = []
-        for lap in self.drive.laps:
-            entry: dict[str, Any] = {
-                "lap": lap.number,
-                "start_s": lap.start_s,
-                "end_s": lap.end_s,
-                "time_s": lap.time_s,
-                "sectors_s": list(lap.sector_times_s),
-            }
-            if start is not None:
-                entry["start_utc_us"] = (self.utc_start_ns + round((start + lap.start_s) * 1e9)) // 1000
-                entry["end_utc_us"] = (self.utc_start_ns + round((start + lap.end_s) * 1e9)) // 1000
-            laps.append(entry)
+        if start is None:
+            laps: list[dict[str, Any]] = [
+                {k: v for k, v in lap.items() if not k.endswith("_utc_us")}
+                for lap in truth_laps(self.drive, 0)
+            ]
+        else:
+            laps = truth_laps(self.drive, self.utc_start_ns + round(start * 1e9))
         return {
             "drive_start_utc_us": None if start is None else (self.utc_start_ns + round(start * 1e9)) // 1000,
             "laps": laps,
