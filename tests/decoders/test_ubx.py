@@ -13,6 +13,7 @@ import io
 import math
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -340,9 +341,8 @@ def test_m8_gets_the_legacy_messages() -> None:
 def test_fusion_modules_get_hnr_pvt() -> None:
     m8u = receiver_info("ROM CORE 3.01", "00080000", ("PROTVER=19.20", "MOD=NEO-M8U"))
     steps = config_steps(m8u, rate_hz=10, port="uart1", current_baud=9600)
-    msgs = [
-        (m.msgClass, m.msgID) for m in map(_parsed, (s.message for s in steps)) if m.identity == "CFG-MSG"
-    ]  # type: ignore[attr-defined]
+    parsed: list[Any] = [_parsed(s.message) for s in steps]
+    msgs = [(m.msgClass, m.msgID) for m in parsed if m.identity == "CFG-MSG"]
     assert msgs == [(0x01, 0x07), (0x28, 0x00)]
     f9r = receiver_info("EXT CORE 1.00", "00190000", ("PROTVER=33.21", "MOD=ZED-F9R"))
     keys = [s.what for s in config_steps(f9r, rate_hz=10, port="usb", current_baud=9600)]
