@@ -189,3 +189,31 @@ async def test_a_rate_the_uart_cannot_carry_is_a_problem(drive: Drive) -> None:
     assert source.rate_reached_hz is not None and source.rate_reached_hz < 16
     (problem,) = source.stats.problems
     assert problem.startswith(f"NAV-PVT at {source.rate_reached_hz:.1f} Hz, 20 Hz asked (9600 baud carries")
+
+
+class _Deaf(UbxReceiver):
+    """A receiver that sends NAV-PVT but ignores every command (UBX input switched off)."""
+
+    def handle(self, frame: bytes) -> bytes:
+        return b""
+
+
+async def test_no_answer_records_at_the_rate_the_receiver_talks(drive: Drive) -> None:
+    receiver = _Deaf(generation="m10", baud=9600, nav_pvt=True, nmea=False)
+    pty = GnssPty(drive, GnssErrors(seed=1), receiver=receiver, utc_start_ns=UTC0, hold_s=0.0)
+    thread = threading.Thread(target=pty.run, kwargs={"wait_s": 60.0}, daemon=True)
+    thread.start()
+    try:
+        source = _source(pty.path, probe_bauds=(115200, 9600, 230400), probe_timeout_s=1.2)
+        got = await _record(source, 2, "NAV-PVT at 9600 baud")
+    finally:
+        pty.stop()
+        thread.join(timeout=10)
+        pty.close()
+    assert source.receiver is None
+    assert source.current_baud == 9600  # not 38400, the first rate tried: only 9600 made sense
+    (problem,) = source.stats.problems
+    assert problem == (
+        "no answer to MON-VER at 38400, 115200, 9600, 230400 baud: not set up, recording what it sends at 9600 baud"
+    )
+    assert all(s.values["message"] == 1 for s in got)

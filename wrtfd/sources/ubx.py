@@ -4,7 +4,8 @@ After every (re)open, before streaming:
 
 1. Baud: poll MON-VER at each candidate rate (the target ``baud`` and the configured
    ``baudrate`` first, then :data:`~wrtfd.decoders.ubx_config.UBX_BAUD_RATES`) until one
-   answers. Bytes read at a wrong rate are noise: their drops are not counted.
+   answers. Bytes read at a wrong rate are noise: their drops are not counted. A receiver that
+   answers at no rate is recorded at the first rate where whole frames or sentences came.
 2. The generation from MON-VER picks the messages (:mod:`wrtfd.decoders.ubx_config`).
 3. Each message waits, bounded, for its ACK-ACK. A NAK or no answer is one warning line and a
    status problem; the rest of the set-up and the recording go on with what the receiver sends.
@@ -165,14 +166,21 @@ class UbxSource(SerialSourceBase):
         counted = self.stats.dropped
         scratch = DropCounter()  # noise read at a wrong rate is not the receiver's fault
         self.feed.drops = self.feed.framer.drops = scratch
+        talking: int | None = None  # the first rate at which whole frames or sentences came
         try:
             for baud in candidates:
+                if link.closed:
+                    return None
                 if baud != self.current_baud:
                     self._set_baud(link, baud)
+                framer = self.feed.framer
+                heard = framer.frames + framer.nmea_lines
                 answer = await self._poll_version(link, self.probe_timeout_s)
                 if answer is not None:
                     return answer
-            self._set_baud(link, first)
+                if talking is None and framer.frames + framer.nmea_lines > heard:
+                    talking = baud
+            self._set_baud(link, talking if talking is not None else first)
             return None
         finally:
             self.feed.drops = self.feed.framer.drops = counted
@@ -199,7 +207,10 @@ class UbxSource(SerialSourceBase):
         self.stats.problems.clear()
         answer = await self._find_baud(link)
         if answer is None:
-            tried = ", ".join(str(b) for b in dict.fromkeys([self.settings.baudrate, *self.probe_bauds]))
+            if link.closed:
+                return
+            order = [b for b in (self.baud, self.settings.baudrate) if b is not None]
+            tried = ", ".join(str(b) for b in dict.fromkeys([*order, *self.probe_bauds]))
             self._problem(
                 f"no answer to MON-VER at {tried} baud: not set up, recording what it sends at"
                 f" {self.current_baud} baud"
@@ -223,6 +234,8 @@ class UbxSource(SerialSourceBase):
         )
         found_at = self.current_baud
         for step in steps:
+            if link.closed:
+                return  # unplugged during the set-up: the next connect starts over
             result = await self._step(link, step.message, step.msg_class, step.msg_id)
             if step.baud is not None and result != "nak":
                 result = await self._follow_baud(link, step.baud, result)
