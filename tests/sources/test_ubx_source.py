@@ -214,6 +214,7 @@ async def test_no_answer_records_at_the_rate_the_receiver_talks(drive: Drive) ->
     assert source.current_baud == 9600  # not 38400, the first rate tried: only 9600 made sense
     (problem,) = source.stats.problems
     assert problem == (
-        "no answer to MON-VER at 38400, 115200, 9600, 230400 baud: not set up, recording what it sends at 9600 baud"
+        "no answer to MON-VER at 38400, 115200, 9600, 230400 baud:"
+        " not set up, recording what it sends at 9600 baud"
     )
     assert all(s.values["message"] == 1 for s in got)
