@@ -136,7 +136,8 @@ def register(subparsers: Any) -> None:
         dest="wait",
         type=float,
         default=60.0,
-        help="acc: seconds to wait for a client to register; gt7: for the first heartbeat (default 60)",
+        help="acc: seconds to wait for a client to register; gt7: for the first heartbeat; ubx: for"
+        " NAV-PVT to be switched on; nmea: for a recorder to open the line (default 60)",
     )
     p.add_argument(
         "--gt7-variants",
