@@ -218,3 +218,32 @@ async def test_no_answer_records_at_the_rate_the_receiver_talks(drive: Drive) ->
         " not set up, recording what it sends at 9600 baud"
     )
     assert all(s.values["message"] == 1 for s in got)
+
+
+class _Stubborn(UbxReceiver):
+    """ACKs a baud change and stays at its rate (a baud change taken but lost)."""
+
+    def handle(self, frame: bytes) -> bytes:
+        reply = UbxReceiver.handle(self, frame)
+        self.pending_baud = None
+        return reply
+
+
+async def test_a_baud_change_the_receiver_does_not_make_is_one_problem(drive: Drive) -> None:
+    receiver = _Stubborn(generation="m10", baud=9600)
+    pty = GnssPty(drive, GnssErrors(seed=1), receiver=receiver, utc_start_ns=UTC0, hold_s=0.0)
+    thread = threading.Thread(target=pty.run, kwargs={"wait_s": 60.0}, daemon=True)
+    thread.start()
+    try:
+        source = _source(pty.path, rate_hz=5, baud=115200, nmea_off=True, probe_timeout_s=0.5)
+        got = await _record(source, 10, "NAV-PVT at 9600 baud after the refused switch")
+    finally:
+        pty.stop()
+        thread.join(timeout=10)
+        pty.close()
+    assert source.steps[-1] == ("CFG-VALSET CFG_UART1_BAUDRATE=115200", "stayed")
+    assert source.current_baud == 9600 and pty.stats.baud_changes == []
+    assert source.stats.problems == [
+        "MAX-M10S is not at 115200 baud after CFG-VALSET CFG_UART1_BAUDRATE=115200: still at 9600 baud"
+    ]
+    assert _periods_ms(got, 8) == {200.0}

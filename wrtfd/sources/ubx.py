@@ -101,7 +101,8 @@ class UbxSource(SerialSourceBase):
         self.receiver: ReceiverInfo | None = None
         #: The baud rate the link runs at now.
         self.current_baud = settings.baudrate
-        #: Each step of the last set-up and how it went: ("CFG-RATE 10 Hz", "ack" | "nak" | "timeout").
+        #: Each step of the last set-up and how it went: ("CFG-RATE 10 Hz", "ack" | "nak" |
+        #: "timeout"; a baud change also "stayed" or "lost": not found at the new rate).
         self.steps: list[tuple[str, str]] = []
         #: True once the set-up of the current connection is over (whatever its outcome).
         self.set_up = False
@@ -204,6 +205,7 @@ class UbxSource(SerialSourceBase):
 
     async def _configure(self, link: SerialLink) -> None:
         self.steps = []
+        self.receiver = None
         self.stats.problems.clear()
         answer = await self._find_baud(link)
         if answer is None:
@@ -238,10 +240,13 @@ class UbxSource(SerialSourceBase):
                 return  # unplugged during the set-up: the next connect starts over
             result = await self._step(link, step.message, step.msg_class, step.msg_id)
             if step.baud is not None and result != "nak":
-                result = await self._follow_baud(link, step.baud, result)
+                result = await self._follow_baud(link, step.baud)
             self.steps.append((step.what, result))
             if result == "nak":
                 self._problem(f"{info.generation} refused {step.what} (NAK); recording what it sends")
+            elif result in ("stayed", "lost"):
+                where = f"still at {self.current_baud} baud" if result == "stayed" else "lost"
+                self._problem(f"{info.generation} is not at {step.baud} baud after {step.what}: {where}")
             elif result == "timeout":
                 self._problem(
                     f"{info.generation} did not answer {step.what} within {self.ack_timeout_s:g} s;"
@@ -262,16 +267,18 @@ class UbxSource(SerialSourceBase):
             f", now at {self.current_baud} baud" if self.current_baud != found_at else "",
         )
 
-    async def _follow_baud(self, link: SerialLink, baud: int, result: str) -> str:
-        """Switch to ``baud`` after the receiver took the change; check it is there."""
+    async def _follow_baud(self, link: SerialLink, baud: int) -> str:
+        """Switch to ``baud`` after the receiver took the change (or said nothing: the ACK may
+        be lost in the switch); ``ack`` when it answers there, else back at the old rate:
+        ``stayed`` (it answers there) or ``lost``."""
         old = self.current_baud
         self._set_baud(link, baud)
         if await self._poll_version(link, self.probe_timeout_s) is not None:
-            return "ack"  # the ACK may have been lost in the switch: the receiver is here
+            return "ack"
         self._set_baud(link, old)
         if await self._poll_version(link, self.probe_timeout_s) is not None:
-            return "nak" if result == "nak" else "timeout"
-        return "timeout"
+            return "stayed"
+        return "lost"
 
     async def _check_rate(self) -> None:
         """Count NAV-PVT for ``rate_check_s`` after the set-up: fewer than asked is a problem
