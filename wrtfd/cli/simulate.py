@@ -15,6 +15,13 @@ Gran Turismo 7 streams only on request, so ``--protocol gt7`` plays the console 
 sending: ``--listen HOST:PORT`` binds the heartbeat port (the console's is 33739), the drive
 starts with the first heartbeat, and the encrypted packets go back to the heartbeat's sender in
 the variant its letter asked for (``--gt7-variants`` limits the letters this console knows).
+
+A GNSS receiver (``--protocol ubx`` or ``nmea``) is played on a pseudo-terminal (``--pty``; its
+path is the first line on stdout, ``--link`` makes a symlink to it) with the car on the track
+file's geodetic anchor: a u-blox receiver (``--generation m8|m10``) answers MON-VER and the
+configuration messages and streams NAV-PVT at the rate it is set to; a plain NMEA receiver sends
+RMC+GGA at ``--rate`` (10 Hz). ``--noise-m``, ``--dropouts``, ``--degrade`` shape the fix;
+``--truth FILE`` gets the car's true lap and sector times (docs/gnss.md).
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ from typing import Any
 
 __all__ = ["register"]
 
-PROTOCOLS = ("forza", "f1", "outgauge", "outsim", "acc", "wrc", "gt7", "pcars2", "pcars")
+PROTOCOLS = ("forza", "f1", "outgauge", "outsim", "acc", "wrc", "gt7", "pcars2", "pcars", "ubx", "nmea")
+#: GNSS receivers, played on a pseudo-terminal (``--pty``) rather than sent over UDP.
+SERIAL = ("ubx", "nmea")
 #: Protocols whose game waits for the recorder (``--listen``, not ``--to``), and what to say when
 #: given ``--to``: ACC is a server clients register with, the GT7 console streams on a heartbeat.
 SERVED = {
@@ -60,6 +69,46 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="no network: decode and record the session into WRTF files in DIR (with lap channels)",
     )
+    where.add_argument(
+        "--pty",
+        action="store_true",
+        help="ubx, nmea: play the receiver on a pseudo-terminal (path on stdout)",
+    )
+    gnss = p.add_argument_group("GNSS receivers (--protocol ubx | nmea, --pty)")
+    gnss.add_argument(
+        "--generation", choices=("m8", "m10"), default="m10", help="ubx: receiver (default m10)"
+    )
+    gnss.add_argument("--baud", type=int, help="the receiver's UART rate at start (ubx 9600, nmea 38400)")
+    gnss.add_argument(
+        "--link", type=Path, help="also make this symlink to the pty (a /dev/serial/by-id stand-in)"
+    )
+    gnss.add_argument("--noise-m", type=float, default=1.0, help="position error, m per axis (default 1)")
+    gnss.add_argument(
+        "--noise-tau-s",
+        type=float,
+        default=600.0,
+        help="how slowly the position error wanders (default 600 s)",
+    )
+    gnss.add_argument("--dropouts", type=float, default=0.0, help="fix losses (1-3 s) per minute (default 0)")
+    gnss.add_argument(
+        "--degrade", type=float, default=0.0, help="degraded-fix spells (3-10 s) per minute (default 0)"
+    )
+    gnss.add_argument("--truth", type=Path, help="write the car's true lap and sector times (JSON) here")
+    gnss.add_argument("--utc-start", help="UTC of the first epoch, ISO 8601 (default: now, whole second)")
+    gnss.add_argument(
+        "--start-delay",
+        type=float,
+        default=1.0,
+        help="s from NAV-PVT on (ubx) / the line opened (nmea) to the car starting",
+    )
+    gnss.add_argument("--hold", type=float, default=1.0, help="s to keep sending after the drive (default 1)")
+    gnss.add_argument(
+        "--refuse",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="ubx: NAK this message (CFG-NAV5) or key (CFG_RATE_MEAS)",
+    )
     p.add_argument("--laps", type=int, default=3, help="timed laps to drive (default 3)")
     p.add_argument("--rate", type=float, help="packets per simulated second (default: the game's, 60)")
     p.add_argument(
@@ -87,7 +136,8 @@ def register(subparsers: Any) -> None:
         dest="wait",
         type=float,
         default=60.0,
-        help="acc: seconds to wait for a client to register; gt7: for the first heartbeat (default 60)",
+        help="acc: seconds to wait for a client to register; gt7: for the first heartbeat; ubx: for"
+        " NAV-PVT to be switched on; nmea: for a recorder to open the line (default 60)",
     )
     p.add_argument(
         "--gt7-variants",
@@ -116,6 +166,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.rate is not None and not (1 <= args.rate <= 1000):
         raise WrtfdError(f"--rate must be 1..1000 Hz, got {args.rate}")
     address: tuple[str, int] | None = None
+    if args.protocol in SERIAL or args.pty:
+        return _gnss(args)
     if args.protocol in SERVED and args.to is not None:
         raise WrtfdError(f"--to: --protocol {args.protocol}: {SERVED[args.protocol]}")
     if args.protocol not in SERVED and args.listen is not None:
@@ -343,3 +395,128 @@ def _serve(
         "registrations_refused": server.refused,
         "events": [list(e) for e in server.events],
     }
+
+
+def _gnss(args: argparse.Namespace) -> int:
+    """ubx / nmea: play the receiver on a pty until the drive is over."""
+    import datetime as dt
+    import time
+
+    from wrtfd.errors import WrtfdError
+    from wrtfd.simulate.gnss import Drive, GnssErrors, UbxReceiver
+    from wrtfd.simulate.gnss_pty import GnssPty, baud_constant
+    from wrtfd.tracks import LanePath, load_track, timing_sectors
+    from wrtfd.tracks.geodesy import track_plane
+
+    if args.protocol not in SERIAL:
+        raise WrtfdError(f"--pty is for {', '.join(SERIAL)}, not {args.protocol}")
+    if not args.pty:
+        raise WrtfdError(f"--protocol {args.protocol}: a receiver is played on a pseudo-terminal: give --pty")
+    if not 1 <= args.laps <= 1000:
+        raise WrtfdError(f"--laps must be 1..1000, got {args.laps}")
+    if args.speed_scale <= 0:
+        raise WrtfdError(f"--speed-scale must be positive, got {args.speed_scale}")
+    if args.protocol == "ubx" and args.rate is not None:
+        raise WrtfdError("--rate: a u-blox receiver runs at the rate the recorder sets (1 Hz until then)")
+    rate = args.rate if args.rate is not None else 10.0
+    if not 0.1 <= rate <= 50:
+        raise WrtfdError(f"--rate must be 0.1..50 Hz, got {rate}")
+    if args.noise_m < 0 or args.noise_tau_s <= 0 or args.dropouts < 0 or args.degrade < 0:
+        raise WrtfdError("--noise-m, --dropouts and --degrade must be >= 0, --noise-tau-s > 0")
+    if args.start_delay < 0 or args.hold < 0 or not 0 < args.wait <= 3600:
+        raise WrtfdError("--start-delay and --hold must be >= 0, --wait 0..3600 s")
+    baud = args.baud if args.baud is not None else (9600 if args.protocol == "ubx" else 38400)
+    try:
+        baud_constant(baud)
+    except ValueError as exc:
+        raise WrtfdError(f"--baud: {exc}") from None
+    if args.utc_start is not None:
+        try:
+            start = dt.datetime.fromisoformat(args.utc_start)
+        except ValueError as exc:
+            raise WrtfdError(f"--utc-start: {exc}") from None
+        if start.tzinfo is None:
+            start = start.replace(tzinfo=dt.UTC)
+        utc_start_ns = round(start.timestamp() * 1e9)
+    else:
+        utc_start_ns = (time.time_ns() // 1_000_000_000 + 1) * 1_000_000_000
+    track = load_track(args.track)
+    plane = track_plane(track.extensions)
+    if plane is None:
+        raise WrtfdError(
+            f'{args.track}: no geodetic anchor ("wrtfd": {{"geo": {{"lat", "lon"}}}}): not on the map'
+        )
+    path = LanePath(track, args.lane)
+    sectors = timing_sectors(track, path)
+    drive = Drive(path, plane, laps=args.laps, seed=args.seed, sectors_m=sectors)
+    errors = GnssErrors(
+        seed=args.seed,
+        noise_m=args.noise_m,
+        tau_s=args.noise_tau_s,
+        dropouts_per_min=args.dropouts,
+        degraded_per_min=args.degrade,
+    )
+    receiver = (
+        UbxReceiver(generation=args.generation, baud=baud, refuse=frozenset(args.refuse))
+        if args.protocol == "ubx"
+        else None
+    )
+    pty = GnssPty(
+        drive,
+        errors,
+        receiver=receiver,
+        baud=baud,
+        rate_hz=rate,
+        utc_start_ns=utc_start_ns,
+        speed_scale=args.speed_scale,
+        start_delay_s=args.start_delay,
+        hold_s=args.hold,
+        link=args.link,
+        seed=args.seed,
+    )
+    summary: dict[str, Any] = {
+        "protocol": args.protocol,
+        "generation": args.generation if args.protocol == "ubx" else None,
+        "track": track.name,
+        "track_file": str(args.track),
+        "lane": args.lane,
+        "lap_length_m": path.length_m,
+        "seed": args.seed,
+        "noise_m": args.noise_m,
+        "speed_scale": args.speed_scale,
+        "pty": pty.path,
+    }
+    sys.stdout.write(pty.path + "\n")
+    sys.stdout.flush()
+    what = f"u-blox {args.generation}" if receiver is not None else "NMEA receiver"
+    sys.stderr.write(f"{what} on {pty.path} at {baud} baud: waiting for a recorder\n")
+
+    def started(p: GnssPty) -> None:
+        sys.stderr.write(f"the car starts ({args.laps} laps of {track.name})\n")
+        if args.truth is not None:
+            p.write_truth(args.truth, summary)
+
+    import signal
+
+    # SIGTERM ends the drive early but cleanly: the truth file gets what happened
+    previous = signal.signal(signal.SIGTERM, lambda *_: pty.stop())
+    try:
+        stats = pty.run(wait_s=args.wait, on_start=started)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        pty.close()
+    if pty.drive_start_s is None:
+        raise WrtfdError(f"nobody started the drive within {args.wait:g} s (no recorder opened {pty.path})")
+    summary.update(pty.truth())
+    summary["stats"] = dataclasses.asdict(stats)
+    if args.truth is not None:
+        pty.write_truth(args.truth, summary)
+    for lap in summary["laps"]:
+        sys.stderr.write(f"lap {lap['lap']}: {lap['time_s']:.3f} s\n")
+    sys.stderr.write(
+        f"{stats.epochs} epochs, {stats.rate_hz:g} Hz at the end ({stats.nav_pvt} NAV-PVT),"
+        f" baud changes {stats.baud_changes}\n"
+    )
+    if args.json:
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    return 0

@@ -63,6 +63,7 @@ __all__ = [
     "SerialSourceConfig",
     "SourceConfig",
     "StatusConfig",
+    "UbxLinkConfig",
     "UdpSourceConfig",
     "WebConfig",
     "check_protocols",
@@ -294,8 +295,36 @@ class Gt7SourceConfig(_SourceBase):
 # --- end issue 14 --------------------------------------------------------------------------------
 
 
+#: Baud rates of a u-blox UART (the ``ubx.baud`` choices; wrtfd.decoders.ubx_config probes them).
+_UbxBauds = Literal[4800, 9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600]
+
+
+class UbxLinkConfig(_Model):
+    """How wrtfd sets a u-blox receiver up (``protocol = "ubx"``; docs/gnss.md)."""
+
+    #: False: record what the receiver sends, never talk to it.
+    configure: bool = True
+    #: Measurement rate; a module that cannot run this fast refuses it (NAK, one log line).
+    rate_hz: Annotated[int, Field(ge=1, le=25)] = 10
+    #: Switch the receiver's UART to this baud rate after setting it up (absent: stay).
+    baud: _UbxBauds | None = None
+    #: Stop the receiver's NMEA output on the port (only UBX is recorded).
+    nmea_off: bool = False
+    dynamic_model: Literal[
+        "portable", "stationary", "pedestrian", "automotive", "sea", "airborne1g", "airborne2g", "airborne4g"
+    ] = "automotive"
+    #: The receiver's port the device is wired to; auto: usb for /dev/ttyACM*, else uart1.
+    port: Literal["auto", "uart1", "uart2", "usb"] = "auto"
+    #: How long each setting waits for its ACK.
+    ack_timeout_s: Annotated[float, Field(gt=0, le=10)] = 1.0
+    #: How long each baud rate tried on connect waits for the MON-VER answer.
+    probe_timeout_s: Annotated[float, Field(gt=0, le=10)] = 1.0
+    #: NAV-PVT are counted this long after the set-up; under 80 % of rate_hz is a problem (0: no check).
+    rate_check_s: Annotated[float, Field(ge=0, le=60)] = 2.0
+
+
 class SerialSourceConfig(_SourceBase):
-    """A serial logger (GPS NMEA, CAN through SLCAN, OBD-II ELM327)."""
+    """A serial logger (GPS NMEA or u-blox UBX, CAN through SLCAN, OBD-II ELM327)."""
 
     kind: Literal["serial"]
     #: Prefer /dev/serial/by-id/... : stable across replugs.
@@ -306,6 +335,14 @@ class SerialSourceConfig(_SourceBase):
     idle_timeout_s: PositiveSeconds | None = None
     #: Keyword options of the protocol's serial source (SLCAN ``bitrate``, OBD ``obd_protocol``...).
     link_options: dict[str, Any] = Field(default_factory=dict)
+    #: u-blox set-up (``protocol = "ubx"`` only; absent: the defaults).
+    ubx: UbxLinkConfig | None = None
+
+    @model_validator(mode="after")
+    def _ubx_only_for_ubx(self) -> SerialSourceConfig:
+        if self.ubx is not None and self.protocol != "ubx":
+            raise ValueError(f'the `ubx` table is for protocol = "ubx", not {self.protocol!r}')
+        return self
 
 
 class DdsSourceConfig(_SourceBase):

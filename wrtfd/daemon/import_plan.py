@@ -62,7 +62,7 @@ def _plan_source(b: BuiltSource, spec: SourceSpec) -> PlanSource:
 
     src, source = b.config, b.source
     kind: str = src.kind
-    host, port, allows, max_bytes, lines = "0.0.0.0", None, None, 65507, None
+    host, port, allows, max_bytes, lines, ubx = "0.0.0.0", None, None, 65507, None, False
     if isinstance(src, UdpSourceConfig):
         allow = getattr(source, "allow", None)
         host, max_bytes = src.host, src.max_datagram_bytes
@@ -73,6 +73,7 @@ def _plan_source(b: BuiltSource, spec: SourceSpec) -> PlanSource:
         max_bytes = getattr(source, "max_datagram_bytes", max_bytes)
     elif isinstance(src, SerialSourceConfig):
         lines = _line_framing(source)
+        ubx = src.protocol == "ubx"
     return PlanSource(
         source.name,
         src.group_name,
@@ -86,6 +87,7 @@ def _plan_source(b: BuiltSource, spec: SourceSpec) -> PlanSource:
         allows=allows,
         max_datagram_bytes=max_bytes,
         lines=lines,
+        ubx=ubx,
     )
 
 

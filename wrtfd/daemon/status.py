@@ -24,7 +24,8 @@ def health_problems(snapshot: Mapping[str, Any]) -> list[str]:
     """Why the daemon is unhealthy (empty: healthy), from a status snapshot.
 
     Unhealthy when a required source has been silent longer than its ``silent_after_s`` (a source
-    that never received counts from daemon start), the recorder is failing or stuck, or free disk
+    that never received counts from daemon start), a source reports a problem (a receiver that
+    refused a setting), the recorder is failing or stuck, or free disk
     is below the threshold.
     """
     problems: list[str] = []
@@ -37,6 +38,8 @@ def health_problems(snapshot: Mapping[str, Any]) -> list[str]:
         silent_s = uptime_s if age is None else float(age)
         if silent_s > limit:
             problems.append(f"source {name} silent for {silent_s:.1f} s (limit {limit:g} s)")
+    for name, src in snapshot.get("sources", {}).items():
+        problems.extend(f"source {name}: {p}" for p in src.get("problems") or ())
     rec = snapshot.get("recorder", {})
     if rec.get("state") in ("failing", "stalled"):
         problems.append(f"recorder {rec.get('state')}: {rec.get('error') or 'write pending too long'}")

@@ -29,6 +29,7 @@ from wrtfd.daemon.config import (
     LoadedConfig,
     SerialSourceConfig,
     SourceConfig,
+    UbxLinkConfig,
     UdpSourceConfig,
 )
 from wrtfd.daemon.mapping import SampleTransform, apply_mapping
@@ -181,6 +182,13 @@ def _serial_source(src: SerialSourceConfig, decoder: Decoder, where: str) -> Sou
 
         obd = _decoder_as(decoder, ObdDecoder, where, "obd needs the OBD decoder")
         return _call(where, "link_options", Elm327Source, src.source_name, settings, obd, **opts)
+    if src.protocol == "ubx":
+        from wrtfd.decoders.ubx import UbxDecoder
+        from wrtfd.sources.ubx import UbxSource
+
+        ubx = _decoder_as(decoder, UbxDecoder, where, "ubx needs the UBX decoder")
+        link = (src.ubx or UbxLinkConfig()).model_dump()
+        return _call(where, "ubx", UbxSource, src.source_name, settings, ubx, **link, **opts)
     return _call(where, "link_options", SerialLineSource, src.source_name, settings, decoder, **opts)
 
 

@@ -41,6 +41,7 @@ PROTOCOL_MODULES: tuple[str, ...] = (
     "wrtfd.decoders.codemasters",
     "wrtfd.decoders.struct_decoder",
     "wrtfd.decoders.nmea",
+    "wrtfd.decoders.ubx",
     "wrtfd.decoders.slcan",
     "wrtfd.decoders.obd",
     # issue 14: ACC broadcasting, EA SPORTS WRC

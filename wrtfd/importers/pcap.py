@@ -10,7 +10,8 @@ source's decoder, the scheduler and the recorder, driven by the capture's timest
   Each recording group holds all its sources, so the frame layout is the live file's. The raw
   tap's serial interfaces (link type USER0, named after their source) are fed to that serial
   line source's framer and decoder, chunk by chunk, as the live source was
-  (:class:`~wrtfd.decoders.lines.LineFeed`). So a raw tap of the daemon replays into the
+  (:class:`~wrtfd.decoders.lines.LineFeed`; a u-blox source's UBX frames:
+  :class:`~wrtfd.decoders.ubx.UbxFeed`). So a raw tap of the daemon replays into the
   recording the daemon made.
 * without ``--config``: the built-in default (every game on its usual port, each game its own
   recording group). ``--protocol NAME`` says every datagram is NAME; ``--protocol PORT=NAME``
@@ -38,6 +39,7 @@ from typing import Any
 from wrtfd.decoders import registry
 from wrtfd.decoders.base import Sample
 from wrtfd.decoders.lines import LineFeed
+from wrtfd.decoders.ubx import UbxDecoder, UbxFeed
 from wrtfd.errors import ConfigError, DecodeError, ImportFormatError
 from wrtfd.importers.output import check_output, place_outputs, staging_dir
 from wrtfd.importers.plan import ImportPlan, PlanSource, add_groups, default_plan, udp_source
@@ -83,18 +85,27 @@ class _Route:
 
 
 class _LineRoute:
-    """A serial line source fed the raw chunks of its tap interface, as its live source was."""
+    """A serial line (or UBX) source fed the raw chunks of its tap interface, as its live source was."""
 
     __slots__ = ("feed", "last_ns", "name", "sink")
 
-    def __init__(self, source: PlanSource, lines: tuple[bytes, int], push: Callable[[Sample], None]) -> None:
+    def __init__(
+        self, source: PlanSource, lines: tuple[bytes, int] | None, push: Callable[[Sample], None]
+    ) -> None:
         if source.decoder is None:  # pragma: no cover - serial sources always have a decoder
             raise ConfigError(f"source {source.name!r} has no decoder")
         self.name = source.name
-        delimiters, max_line_bytes = lines
-        self.feed = LineFeed(
-            source.name, source.decoder, delimiters=delimiters, max_line_bytes=max_line_bytes
-        )
+        self.feed: LineFeed | UbxFeed
+        if source.ubx:
+            if not isinstance(source.decoder, UbxDecoder):  # pragma: no cover - the wiring checks it
+                raise ConfigError(f"source {source.name!r}: ubx needs the UBX decoder")
+            self.feed = UbxFeed(source.name, source.decoder)  # the set-up's answers are skipped
+        else:
+            assert lines is not None
+            delimiters, max_line_bytes = lines
+            self.feed = LineFeed(
+                source.name, source.decoder, delimiters=delimiters, max_line_bytes=max_line_bytes
+            )
         self.last_ns = -1
         transform = source.transform
         self.sink: Callable[[Sample], None] = (
@@ -171,7 +182,7 @@ class _CaptureImport:
             elif src.kind == "peer":
                 table = self.by_game_port
             else:
-                if src.lines is not None:
+                if src.lines is not None or src.ubx:
                     self.by_interface[src.name] = _LineRoute(src, src.lines, groups.push)
                     continue
                 report.notes.append(f"source {src.name!r} ({src.kind}) is not in a capture's UDP")

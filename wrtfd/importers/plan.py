@@ -51,7 +51,8 @@ class PlanSource:
     its datagrams come *from* there), else the config's kind (``serial``, ``dds``, ``acc``).
     ``decoder``: None for a source without one (``dds``: its topic map decodes). ``allows``: the
     sender allowlist (``allow_from``; None: anyone). ``lines``: a serial line source's framing
-    ``(delimiters, max_line_bytes)``, None for sources whose bytes are not lines.
+    ``(delimiters, max_line_bytes)``, None for sources whose bytes are not lines. ``ubx``: a
+    u-blox source, whose bytes are UBX frames (its decoder is a ``UbxDecoder``).
     """
 
     name: str
@@ -66,6 +67,7 @@ class PlanSource:
     allows: Callable[[str], bool] | None = None
     max_datagram_bytes: int = UDP_MAX_DATAGRAM_BYTES
     lines: tuple[bytes, int] | None = None
+    ubx: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,9 @@ class SourceStats:
     dropped: DropCounter = field(default_factory=DropCounter)
     last_rx_ns: int | None = None
     restarts: int = 0
+    #: What the source could not do but records on regardless (a receiver that refused a
+    #: setting); shown in status as problems.
+    problems: list[str] = field(default_factory=list)
 
     def set_state(self, state: SourceState, detail: str = "") -> None:
         self.state = state
@@ -78,6 +81,7 @@ class SourceStats:
             "dropped_total": self.dropped.total(),
             "last_sample_age_s": self.last_sample_age_s(),
             "restarts": self.restarts,
+            "problems": list(self.problems),
         }
 
 

@@ -157,6 +157,11 @@ class SerialLink:
         if not self._transport.is_closing():
             self._transport.write(data)
 
+    def set_baudrate(self, baud: int) -> None:
+        """Change the line's rate in place (a receiver told to switch; on a pty, a termios
+        setting the other side can read)."""
+        self._transport.serial.baudrate = baud
+
     def close(self) -> None:
         if not self._transport.is_closing():
             self._transport.close()

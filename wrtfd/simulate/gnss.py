@@ -1,0 +1,528 @@
+"""A GNSS receiver in a simulated car: the car's true path, a receiver's errors, its messages.
+
+Pure (no clock, no device): :mod:`wrtfd.simulate.gnss_pty` plays it on a pseudo-terminal.
+
+- :class:`Drive` runs the simulated car (:class:`~wrtfd.simulate.car.Simulation`) round a
+  track laid on the map (the track file's geodetic anchor) at a fine internal rate and answers
+  "where is the car at time t" by interpolating between ticks, so a receiver at any measurement
+  rate sees the same car; the car's true lap and sector times come with it.
+- :class:`GnssErrors` is the receiver's error: a slowly wandering position offset (first-order
+  Gauss-Markov, ``noise_m`` standard deviation per axis, time constant ``tau_s``) plus a little
+  white jitter, satellites and accuracy estimates that vary, and, if asked, fix losses
+  (dropouts) and spells of a degraded fix (2D, few satellites, a larger error). Seeded.
+- :class:`UbxReceiver` is a u-blox receiver's side of the configuration conversation (MON-VER,
+  CFG-VALSET on an M10, the legacy CFG messages on an M8, ACK or NAK) and its output (NMEA
+  until told otherwise, NAV-PVT once enabled, at the configured rate, within the UART's bytes
+  per second). :func:`nmea_epoch` writes the RMC+GGA of a plain NMEA receiver.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import random
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from wrtfd.decoders.ubx import ACK_ACK, ACK_NAK, MON_VER, NAV_PVT, frame_ubx
+from wrtfd.simulate.car import Simulation
+from wrtfd.tracks.geodesy import LocalPlane
+from wrtfd.tracks.geometry import LanePath
+
+__all__ = [
+    "GENERATIONS",
+    "Drive",
+    "Fix",
+    "GnssErrors",
+    "UbxReceiver",
+    "epochs",
+    "gps_time_of_week_ms",
+    "nav_pvt_frame",
+    "nmea_epoch",
+    "truth_laps",
+]
+
+#: GPS time runs ahead of UTC by the leap seconds since 1980 (18 since 2017).
+GPS_LEAP_S = 18
+_GPS_EPOCH_S = 315964800  # 1980-01-06T00:00:00Z in Unix seconds
+_WEEK_MS = 7 * 86400 * 1000
+
+
+def gps_time_of_week_ms(utc_ns: int) -> int:
+    """iTOW of a UTC time: GPS milliseconds into the week."""
+    gps_ms = (utc_ns // 1_000_000) - _GPS_EPOCH_S * 1000 + GPS_LEAP_S * 1000
+    return gps_ms % _WEEK_MS
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """One navigation epoch as a receiver reports it."""
+
+    utc_ns: int
+    fix_type: int  # NAV-PVT fixType: 0 none, 2 2D, 3 3D
+    fix_ok: bool
+    lat_deg: float
+    lon_deg: float
+    height_m: float
+    alt_msl_m: float
+    speed_mps: float
+    course_deg: float
+    vel_n_mps: float
+    vel_e_mps: float
+    vel_d_mps: float
+    satellites: int
+    h_acc_m: float
+    v_acc_m: float
+    speed_acc_mps: float
+    heading_acc_deg: float
+    pdop: float
+
+
+#: Geoid separation used for hMSL (the ellipsoid height minus this).
+GEOID_SEP_M = 48.0
+
+
+class Drive:
+    """The car's true path on the globe, sampled at any time (s from the drive's start).
+
+    Before the start the car stands on the grid; after the end it stands where it stopped.
+    ``laps`` are the simulator's true laps (start/end times interpolated at the line).
+    """
+
+    def __init__(
+        self,
+        path: LanePath,
+        plane: LocalPlane,
+        *,
+        laps: int,
+        seed: int = 0,
+        sectors_m: tuple[float, ...] = (0.0,),
+        tick_hz: float = 200.0,
+        base_alt_m: float = 300.0,
+    ) -> None:
+        sim = Simulation(path, laps=laps, rate_hz=tick_hz, seed=seed, sectors_m=sectors_m, pre_start_s=0.0)
+        rows = [(s.t_s, s.x, s.y, s.z, s.speed_mps, s.heading_x, s.heading_z) for s in sim.states()]
+        table = np.array(rows, dtype=np.float64)
+        self.t = table[:, 0]
+        self.x, self.y, self.z = table[:, 1], table[:, 2], table[:, 3]
+        self.speed = table[:, 4]
+        self.hx, self.hz = table[:, 5], table[:, 6]
+        self.plane = plane
+        self.base_alt_m = base_alt_m
+        self.laps = sim.laps
+        self.end_s = float(self.t[-1])
+        dt_ = 1.0 / tick_hz
+        # vertical speed from the altitude track (the car's own y)
+        self.vy = np.gradient(self.y, dt_) if len(self.y) > 1 else np.zeros_like(self.y)
+
+    def at(self, t_s: float) -> tuple[float, float, float, float, float, float, float]:
+        """``(x_east, z_north, altitude, speed, vel_east, vel_north, vel_up)`` at ``t_s``."""
+        t = min(max(t_s, 0.0), self.end_s)
+        ts = self.t
+        x = float(np.interp(t, ts, self.x))
+        z = float(np.interp(t, ts, self.z))
+        y = float(np.interp(t, ts, self.y))
+        v = float(np.interp(t, ts, self.speed))
+        hx = float(np.interp(t, ts, self.hx))
+        hz = float(np.interp(t, ts, self.hz))
+        norm = math.hypot(hx, hz) or 1.0
+        vy = float(np.interp(t, ts, self.vy)) if 0.0 < t_s < self.end_s else 0.0
+        return x, z, y + self.base_alt_m, v, v * hx / norm, v * hz / norm, vy
+
+
+@dataclass(slots=True)
+class GnssErrors:
+    """A receiver's errors over time (advance with :meth:`step`, once per epoch, in order).
+
+    ``dropouts_per_min`` / ``degraded_per_min``: how often, on average, the fix is lost for
+    1-3 s or degrades for 3-10 s (2D fix, 4-6 satellites, three times the error).
+    """
+
+    seed: int = 0
+    noise_m: float = 1.0
+    tau_s: float = 600.0
+    dropouts_per_min: float = 0.0
+    degraded_per_min: float = 0.0
+    rng: random.Random = field(init=False)
+    _ex: float = field(init=False, default=0.0)
+    _ez: float = field(init=False, default=0.0)
+    _eu: float = field(init=False, default=0.0)
+    _t: float | None = field(init=False, default=None)
+    _lost_until: float = field(init=False, default=-math.inf)
+    _degraded_until: float = field(init=False, default=-math.inf)
+    _sats: float = field(init=False, default=14.0)
+
+    def __post_init__(self) -> None:
+        if self.noise_m < 0 or self.tau_s <= 0:
+            raise ValueError("noise_m must be >= 0 and tau_s > 0")
+        self.rng = random.Random(self.seed)
+        self._ex = self.rng.gauss(0.0, self.noise_m)
+        self._ez = self.rng.gauss(0.0, self.noise_m)
+        self._eu = self.rng.gauss(0.0, 1.5 * self.noise_m)
+
+    def step(self, t_s: float) -> tuple[float, float, float, int, int, float]:
+        """Errors at ``t_s``: ``(east_m, north_m, up_m, fix_type, satellites, scale)``.
+
+        ``scale`` multiplies the accuracy estimates; fix_type 0 is a lost fix.
+        """
+        rng = self.rng
+        dt_ = 0.0 if self._t is None else max(0.0, t_s - self._t)
+        self._t = t_s
+        if dt_ > 0:
+            a = math.exp(-dt_ / self.tau_s)
+            b = math.sqrt(1.0 - a * a)
+            self._ex = a * self._ex + b * rng.gauss(0.0, self.noise_m)
+            self._ez = a * self._ez + b * rng.gauss(0.0, self.noise_m)
+            self._eu = a * self._eu + b * rng.gauss(0.0, 1.5 * self.noise_m)
+            self._sats = min(20.0, max(7.0, self._sats + rng.gauss(0.0, 0.3 * math.sqrt(dt_))))
+            if t_s > self._lost_until and rng.random() < self.dropouts_per_min * dt_ / 60.0:
+                self._lost_until = t_s + rng.uniform(1.0, 3.0)
+            if t_s > self._degraded_until and rng.random() < self.degraded_per_min * dt_ / 60.0:
+                self._degraded_until = t_s + rng.uniform(3.0, 10.0)
+        jitter = 0.05 * self.noise_m
+        ex = self._ex + rng.gauss(0.0, jitter)
+        ez = self._ez + rng.gauss(0.0, jitter)
+        if t_s < self._lost_until:
+            return ex, ez, self._eu, 0, rng.randint(0, 3), 10.0
+        if t_s < self._degraded_until:
+            return 3.0 * ex, 3.0 * ez, 3.0 * self._eu, 2, rng.randint(4, 6), 3.0
+        return ex, ez, self._eu, 3, round(self._sats), 1.0
+
+    def fix(self, drive: Drive, t_s: float, utc_ns: int) -> Fix:
+        """The receiver's report of where the car is at drive time ``t_s``."""
+        x, z, alt, _speed, ve, vn, vu = drive.at(t_s)
+        ex, ez, eu, fix_type, sats, scale = self.step(t_s)
+        rng = self.rng
+        lat, lon = drive.plane.to_latlon(x + ex, z + ez)
+        ve += rng.gauss(0.0, 0.03 * scale)
+        vn += rng.gauss(0.0, 0.03 * scale)
+        vu += rng.gauss(0.0, 0.05 * scale)
+        ground = math.hypot(ve, vn)
+        course = math.degrees(math.atan2(ve, vn)) % 360.0
+        h_acc = max(0.3, self.noise_m) * scale * (1.0 + 0.1 * rng.random())
+        return Fix(
+            utc_ns=utc_ns,
+            fix_type=fix_type,
+            fix_ok=fix_type != 0,
+            lat_deg=float(lat),
+            lon_deg=float(lon),
+            height_m=alt + eu + GEOID_SEP_M,
+            alt_msl_m=alt + eu,
+            speed_mps=ground,
+            course_deg=course,
+            vel_n_mps=vn,
+            vel_e_mps=ve,
+            vel_d_mps=-vu,
+            satellites=sats,
+            h_acc_m=h_acc,
+            v_acc_m=1.6 * h_acc,
+            speed_acc_mps=0.1 * scale,
+            heading_acc_deg=min(180.0, 1.0 / max(ground, 0.1)) * scale,
+            pdop=min(99.0, (12.0 / max(sats, 1)) * (1.0 if fix_type == 3 else 2.0)),
+        )
+
+
+def epochs(
+    drive: Drive,
+    errors: GnssErrors,
+    *,
+    rate_hz: float,
+    utc_start_ns: int,
+    before_s: float = 1.0,
+    after_s: float = 1.0,
+) -> Iterator[Fix]:
+    """Every fix of a receiver at ``rate_hz`` from ``before_s`` before the drive to ``after_s``
+    after it, the drive starting at UTC ``utc_start_ns``: the pty simulator's stream without a
+    pty, for tests that time laps offline (:func:`truth_laps` gives the laps to compare with)."""
+    period_ns = round(1e9 / rate_hz)
+    k = -int(before_s * rate_hz)
+    end_ns = round((drive.end_s + after_s) * 1e9)
+    while k * period_ns <= end_ns:
+        t_ns = k * period_ns
+        yield errors.fix(drive, t_ns / 1e9, utc_start_ns + t_ns)
+        k += 1
+
+
+def truth_laps(drive: Drive, drive_start_utc_ns: int) -> list[dict[str, object]]:
+    """The car's true laps: drive seconds, UTC microseconds (interpolated at the line), sectors."""
+    out: list[dict[str, object]] = []
+    for lap in drive.laps:
+        out.append(
+            {
+                "lap": lap.number,
+                "start_s": lap.start_s,
+                "end_s": lap.end_s,
+                "time_s": lap.time_s,
+                "sectors_s": list(lap.sector_times_s),
+                "start_utc_us": (drive_start_utc_ns + round(lap.start_s * 1e9)) // 1000,
+                "end_utc_us": (drive_start_utc_ns + round(lap.end_s * 1e9)) // 1000,
+            }
+        )
+    return out
+
+
+_NAV_PVT = struct.Struct("<IHBBBBBBIiBBBBiiiiIIiiiiiIIHH4xiHH")
+
+
+def nav_pvt_frame(fix: Fix) -> bytes:
+    """The 92-byte NAV-PVT a receiver sends for ``fix``, framed (published layout)."""
+    t = dt.datetime.fromtimestamp(fix.utc_ns // 1_000_000_000, tz=dt.UTC)
+    nano = fix.utc_ns % 1_000_000_000
+    if nano >= 500_000_000:  # the receiver rounds to the nearest second, nano in -5e8..5e8
+        t += dt.timedelta(seconds=1)
+        nano -= 1_000_000_000
+    flags = 0x01 if fix.fix_ok else 0x00
+    payload = _NAV_PVT.pack(
+        gps_time_of_week_ms(fix.utc_ns),
+        t.year,
+        t.month,
+        t.day,
+        t.hour,
+        t.minute,
+        t.second,
+        0x07,  # validDate, validTime, fullyResolved
+        20,  # tAcc ns
+        nano,
+        fix.fix_type,
+        flags,
+        0xE0,  # flags2: confirmedAvai, confirmedDate, confirmedTime
+        fix.satellites,
+        round(fix.lon_deg * 1e7),
+        round(fix.lat_deg * 1e7),
+        round(fix.height_m * 1e3),
+        round(fix.alt_msl_m * 1e3),
+        round(fix.h_acc_m * 1e3),
+        round(fix.v_acc_m * 1e3),
+        round(fix.vel_n_mps * 1e3),
+        round(fix.vel_e_mps * 1e3),
+        round(fix.vel_d_mps * 1e3),
+        round(fix.speed_mps * 1e3),
+        round(fix.course_deg * 1e5) % 36_000_000,
+        round(fix.speed_acc_mps * 1e3),
+        round(fix.heading_acc_deg * 1e5),
+        round(fix.pdop * 100),
+        0,  # flags3
+        0,  # headVeh
+        0,  # magDec
+        0,  # magAcc
+    )
+    return frame_ubx(*NAV_PVT, payload)
+
+
+def _nmea(body: str) -> bytes:
+    check = 0
+    for byte in body.encode("ascii"):
+        check ^= byte
+    return b"$%s*%02X\r\n" % (body.encode("ascii"), check)
+
+
+def _dm(value: float, width: int) -> tuple[str, float]:
+    deg = int(abs(value))
+    minutes = (abs(value) - deg) * 60.0
+    return f"{deg:0{width}d}{minutes:09.6f}", value
+
+
+def nmea_epoch(fix: Fix, *, talker: str = "GN") -> bytes:
+    """RMC and GGA of one epoch (hundredths of a second, 6 decimals of a minute)."""
+    t = dt.datetime.fromtimestamp(fix.utc_ns / 1e9, tz=dt.UTC)
+    clock = f"{t:%H%M%S}.{t.microsecond // 10_000:02d}"
+    date = f"{t:%d%m%y}"
+    if not fix.fix_ok:
+        return _nmea(f"{talker}RMC,{clock},V,,,,,,,{date},,,N") + _nmea(
+            f"{talker}GGA,{clock},,,,,0,00,99.99,,,,,,"
+        )
+    lat, _ = _dm(fix.lat_deg, 2)
+    lon, _ = _dm(fix.lon_deg, 3)
+    ns = "N" if fix.lat_deg >= 0 else "S"
+    ew = "E" if fix.lon_deg >= 0 else "W"
+    knots = fix.speed_mps / (1852.0 / 3600.0)
+    hdop = max(0.5, fix.pdop * 0.6)
+    rmc = f"{talker}RMC,{clock},A,{lat},{ns},{lon},{ew},{knots:.3f},{fix.course_deg:.2f},{date},,,A"
+    gga = (
+        f"{talker}GGA,{clock},{lat},{ns},{lon},{ew},1,{fix.satellites:02d},{hdop:.2f},"
+        f"{fix.alt_msl_m:.2f},M,{GEOID_SEP_M:.2f},M,,"
+    )
+    return _nmea(rmc) + _nmea(gga)
+
+
+#: What each simulated generation says in MON-VER, and its fastest measurement rate.
+GENERATIONS: dict[str, dict[str, object]] = {
+    "m8": {
+        "software": "ROM CORE 3.01 (107888)",
+        "hardware": "00080000",
+        "extensions": ("FWVER=SPG 3.01", "PROTVER=18.00", "GPS;GLO;GAL;BDS", "SBAS;IMES;QZSS"),
+        "min_meas_ms": 100,  # 10 Hz with concurrent GNSS
+        "valset": False,
+    },
+    "m10": {
+        "software": "ROM SPG 5.10 (7b202e)",
+        "hardware": "000A0000",
+        "extensions": (
+            "ROM BASE 0x118B2060",
+            "FWVER=SPG 5.10",
+            "PROTVER=34.10",
+            "MOD=MAX-M10S",
+            "GPS;GAL;BDS;GLO",
+            "SBAS;QZSS",
+        ),
+        "min_meas_ms": 40,  # 25 Hz
+        "valset": True,
+    },
+}
+
+_CFG = 0x06
+_LEGACY = {0x00: "CFG-PRT", 0x01: "CFG-MSG", 0x08: "CFG-RATE", 0x24: "CFG-NAV5"}
+_VALSET = 0x8A
+#: Size in bytes of a configuration value by the key's size bits (28..30).
+_KEY_SIZE = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8}
+
+
+def _valset_keys() -> dict[int, str]:
+    from pyubx2 import UBX_CONFIG_DATABASE
+
+    return {keyid: name for name, (keyid, _kind) in UBX_CONFIG_DATABASE.items()}
+
+
+@dataclass(slots=True)
+class UbxReceiver:
+    """One simulated u-blox receiver on UART1 (``generation`` "m8" or "m10").
+
+    ``refuse``: message names (``CFG-NAV5``) or configuration keys (``CFG_NAVSPG_DYNMODEL``)
+    answered with a NAK, to show how the recorder takes a refusal. An M8 NAKs CFG-VALSET; an
+    M10 NAKs the legacy CFG-RATE, CFG-MSG, CFG-NAV5 and CFG-PRT, and keys of ports it has not
+    (USB, UART2); both NAK a rate faster than they can measure.
+    """
+
+    generation: str = "m10"
+    baud: int = 9600
+    refuse: frozenset[str] = frozenset()
+    meas_ms: int = 1000
+    nav_pvt: bool = False
+    nmea: bool = True
+    dyn_model: int = 0
+    #: Set by a baud change: the rate the UART switches to once the ACK is out.
+    pending_baud: int | None = None
+    log: list[tuple[str, str]] = field(default_factory=list)  # (what, "ack" | "nak")
+    _keys: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.generation not in GENERATIONS:
+            raise ValueError(f"generation must be one of {sorted(GENERATIONS)}, got {self.generation!r}")
+
+    @property
+    def spec(self) -> dict[str, object]:
+        return GENERATIONS[self.generation]
+
+    def mon_ver(self) -> bytes:
+        spec = self.spec
+        payload = str(spec["software"]).encode().ljust(30, b"\0") + str(spec["hardware"]).encode().ljust(
+            10, b"\0"
+        )
+        for ext in spec["extensions"]:  # type: ignore[attr-defined]
+            payload += str(ext).encode().ljust(30, b"\0")
+        return frame_ubx(*MON_VER, payload)
+
+    def _answer(self, msg_class: int, msg_id: int, what: str, ok: bool) -> bytes:
+        self.log.append((what, "ack" if ok else "nak"))
+        return frame_ubx(*(ACK_ACK if ok else ACK_NAK), bytes((msg_class, msg_id)))
+
+    def handle(self, frame: bytes) -> bytes:
+        """The receiver's answer to one whole frame from the host (b"" for none)."""
+        msg_class, msg_id = frame[2], frame[3]
+        payload = frame[6:-2]
+        if (msg_class, msg_id) == MON_VER and not payload:
+            return self.mon_ver()
+        if msg_class != _CFG:
+            return b""
+        if msg_id == _VALSET:
+            return self._valset(payload)
+        name = _LEGACY.get(msg_id)
+        if name is None or self.spec["valset"] or name in self.refuse:
+            return self._answer(msg_class, msg_id, name or f"CFG 0x{msg_id:02X}", False)
+        ok = self._legacy(name, payload)
+        return self._answer(msg_class, msg_id, name, ok)
+
+    def _legacy(self, name: str, payload: bytes) -> bool:
+        if name == "CFG-RATE":
+            if len(payload) != 6:
+                return False
+            meas, nav, _ref = struct.unpack("<HHH", payload)
+            if meas < int(str(self.spec["min_meas_ms"])) or nav != 1:
+                return False
+            self.meas_ms = meas
+            return True
+        if name == "CFG-MSG":
+            if len(payload) == 3:
+                rate = payload[2]
+            elif len(payload) == 8:
+                rate = payload[3]  # UART1
+            else:
+                return False
+            if (payload[0], payload[1]) == NAV_PVT:
+                self.nav_pvt = rate > 0
+            return True
+        if name == "CFG-NAV5":
+            if len(payload) != 36:
+                return False
+            mask, dyn = struct.unpack_from("<HB", payload)
+            if mask & 0x01:
+                self.dyn_model = dyn
+            return True
+        # CFG-PRT
+        if len(payload) != 20 or payload[0] != 1:
+            return len(payload) == 20  # other ports: taken, nothing to do here
+        baud, _in_mask, out_mask = struct.unpack_from("<IHH", payload, 8)
+        self.nmea = bool(out_mask & 0x02)
+        if baud != self.baud:
+            self.pending_baud = baud
+        return True
+
+    def _valset(self, payload: bytes) -> bytes:
+        what = "CFG-VALSET"
+        if not self.spec["valset"] or "CFG-VALSET" in self.refuse or len(payload) < 4:
+            return self._answer(_CFG, _VALSET, what, False)
+        if not self._keys:
+            self._keys = _valset_keys()
+        pos = 4
+        changes: list[tuple[str, int]] = []
+        while pos < len(payload):
+            if pos + 4 > len(payload):
+                return self._answer(_CFG, _VALSET, what, False)
+            (keyid,) = struct.unpack_from("<I", payload, pos)
+            size = _KEY_SIZE.get((keyid >> 28) & 0x7)
+            name = self._keys.get(keyid)
+            if size is None or name is None or pos + 4 + size > len(payload):
+                return self._answer(_CFG, _VALSET, what, False)
+            value = int.from_bytes(payload[pos + 4 : pos + 4 + size], "little")
+            pos += 4 + size
+            changes.append((name, value))
+        what = "CFG-VALSET " + ",".join(name for name, _ in changes)
+        for name, value in changes:
+            if name in self.refuse or "_USB" in name or "UART2" in name:
+                return self._answer(_CFG, _VALSET, what, False)
+            if name == "CFG_RATE_MEAS" and value < int(str(self.spec["min_meas_ms"])):
+                return self._answer(_CFG, _VALSET, what, False)
+        for name, value in changes:  # all or nothing, as the receiver does
+            if name == "CFG_RATE_MEAS":
+                self.meas_ms = value
+            elif name == "CFG_MSGOUT_UBX_NAV_PVT_UART1":
+                self.nav_pvt = value > 0
+            elif name == "CFG_NAVSPG_DYNMODEL":
+                self.dyn_model = value
+            elif name == "CFG_UART1OUTPROT_NMEA":
+                self.nmea = bool(value)
+            elif name == "CFG_UART1_BAUDRATE" and value != self.baud:
+                self.pending_baud = value
+        return self._answer(_CFG, _VALSET, what, True)
+
+    def epoch(self, fix: Fix) -> bytes:
+        """What the receiver sends for one navigation epoch."""
+        out = b""
+        if self.nmea:
+            out += nmea_epoch(fix)
+        if self.nav_pvt:
+            out += nav_pvt_frame(fix)
+        return out
