@@ -89,7 +89,7 @@ LINE = PlaneLine(0.0, -10.0, 0.0, 10.0)  # a north-south line; "right" drives ea
 
 
 def test_crossing_interpolated_and_direction() -> None:
-    timer = GnssLapTimer(LINE, min_lap_m=50.0)
+    timer = GnssLapTimer(LINE, min_lap_m=50.0, max_gap_s=10.0)
     for k in range(4):  # three laps of a 100 m loop, crossing at x=0 going east at 10 m/s
         base = 10.0 * k
         timer.update(base + 0.0, -1.0, 0.0)
