@@ -143,7 +143,9 @@ def _line(value: Any, where: str, key: str) -> CircuitLine:
     return line
 
 
-_KEYS = frozenset({"format", "version", "name", "start_finish", "sectors", "pit_entry", "pit_exit", "direction"})
+_KEYS = frozenset(
+    {"format", "version", "name", "start_finish", "sectors", "pit_entry", "pit_exit", "direction", "source"}
+)
 
 
 def circuit_from_dict(data: Any, source: str = "<string>") -> Circuit:
@@ -158,6 +160,9 @@ def circuit_from_dict(data: Any, source: str = "<string>") -> Circuit:
         raise _err(where, "format", f'expected "{CIRCUIT_FORMAT}"')
     if data.get("version", 1) != 1:
         raise _err(where, "version", f"version {data.get('version')!r} is not supported (1 is)")
+    unknown = sorted(set(data) - _KEYS)
+    if unknown:
+        raise _err(where, unknown[0], f"unknown key (known: {', '.join(sorted(_KEYS))})")
     name = data.get("name")
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_CHARS:
         raise _err(where, "name", f"expected a non-empty string of at most {MAX_NAME_CHARS} characters")
@@ -177,7 +182,10 @@ def circuit_from_dict(data: Any, source: str = "<string>") -> Circuit:
     for key, line in [("sectors", s) for s in sectors] + [(k, v) for k, v in pits.items() if v is not None]:
         if distance_m(start.middle, line.middle) > MAX_SPREAD_M:
             raise _err(where, key, f"a line more than {MAX_SPREAD_M / 1000:g} km from the start/finish line")
-    notes = {k: v for k, v in data.items() if k not in _KEYS}
+    note = data.get("source")
+    if note is not None and (not isinstance(note, str) or len(note) > 4 * MAX_NAME_CHARS):
+        raise _err(where, "source", f"expected a string of at most {4 * MAX_NAME_CHARS} characters")
+    notes = {"source": note} if note is not None else {}
     return Circuit(
         name.strip(), start, sectors, pits["pit_entry"], pits["pit_exit"], str(direction), source, notes
     )
