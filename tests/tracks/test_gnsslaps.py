@@ -45,8 +45,8 @@ def timed(rate_hz: int, noise_m: float, seed: int, *, velocity: bool = True) -> 
     ve = np.array([s.speed_mps * s.heading_x for s in sel]) + rng.normal(0.0, 0.05, len(sel))
     vn = np.array([s.speed_mps * s.heading_z for s in sel]) + rng.normal(0.0, 0.05, len(sel))
     lat, lon = anchor.to_latlon(x, z)
-    options = {"position_noise_m": noise_m, "velocity_noise_mps": 0.05}
-    timer, plane = timer_for(circuit_from_track(track), **options)
+    # the filter told the noise, as a receiver's hAcc and sAcc would tell it
+    timer, plane = timer_for(circuit_from_track(track), position_noise_m=noise_m, velocity_noise_mps=0.05)
     xs, ys = plane.to_xy(lat, lon)
     for i in range(len(t)):
         if velocity:

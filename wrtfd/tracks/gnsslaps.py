@@ -26,7 +26,7 @@ needs; each lap's (distance, time) trace is kept for the best and the last lap.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from wrtfd.errors import TrackError
-from wrtfd.tracks.circuit import Circuit, CircuitLine
+from wrtfd.tracks.circuit import Circuit, CircuitLine, circuit_metadata, pick_circuit
 from wrtfd.tracks.geodesy import LocalPlane
 from wrtfd.tracks.laps import Lap, LapState
 
@@ -273,7 +273,7 @@ class GnssLapTimer:
         return self._traces.get(number)
 
 
-def timer_for(circuit: Circuit, plane: LocalPlane | None = None, **options: float) -> tuple[GnssLapTimer, LocalPlane]:
+def timer_for(circuit: Circuit, *, plane: LocalPlane | None = None, **options: Any) -> tuple[GnssLapTimer, LocalPlane]:
     """A timer for ``circuit`` and the plane its fixes must be projected into."""
     plane = plane or circuit.plane()
     start, sectors = plane_lines(circuit, plane)
@@ -316,31 +316,66 @@ class GnssLapChannels:
 
     def __init__(
         self,
-        circuit: Circuit,
+        circuit: Circuit | None,
         *,
         source: str,
         fields: GnssFields | None = None,
         name: str = "laps",
-        **options: float,
+        candidates: Sequence[Circuit] = (),
+        pick_m: float = 3000.0,
+        on_pick: Callable[[Circuit, float], None] | None = None,
+        **options: Any,
     ) -> None:
         from wrtfd.tracks.lapchannels import LAP_FIELDS
 
         self.name = name
         self.source = source
-        self.circuit = circuit
         self.fields = fields or GnssFields()
-        self.timer, self.plane = timer_for(circuit, **options)
-        self.definition = {"fields": [dict(f) for f in LAP_FIELDS]}
-        self.footer_fields = {"lap_count": "uint16", "best_lap_ms": "uint32", "best_lap_number": "uint16"}
+        self.options = options
+        self.candidates = list(candidates)
+        self.pick_m = pick_m
+        #: Called with the circuit picked by position and its distance from the fix (metres).
+        self.pick_listeners: list[Callable[[Circuit, float], None]] = [on_pick] if on_pick else []
+        self.circuit: Circuit | None = None
+        self.timer: GnssLapTimer | None = None
+        self.plane: LocalPlane | None = None
+        self._next_pick_t = -math.inf
+        if circuit is not None:
+            self.use(circuit)
+        self.definition: Mapping[str, Any] = {"fields": [dict(f) for f in LAP_FIELDS]}
+        self.footer_fields: Mapping[str, Any] = {
+            "lap_count": "uint16",
+            "best_lap_ms": "uint32",
+            "best_lap_number": "uint16",
+        }
         self.start_session()
 
-    # the page and the journal read these like LapChannels' detector
-    @property
-    def track(self) -> Circuit:
-        return self.circuit
+    def use(self, circuit: Circuit) -> None:
+        """Time laps against ``circuit`` from now on (the laps so far are kept)."""
+        self.circuit = circuit
+        self.timer, self.plane = timer_for(circuit, **self.options)
+
+    def _pick(self, time_s: float, lat: float, lon: float) -> bool:
+        """With no circuit yet: the nearest candidate within ``pick_m`` of this fix (tried again
+        every 10 s of session time while none is near)."""
+        if time_s < self._next_pick_t:
+            return False
+        self._next_pick_t = time_s + 10.0
+        found = pick_circuit(lat, lon, self.candidates, max_m=self.pick_m)
+        if found is None:
+            return False
+        self.use(found[0])
+        for listener in self.pick_listeners:
+            listener(found[0], found[1])
+        return True
+
+    def file_metadata(self) -> dict[str, str]:
+        """The circuit for the file's metadata (empty until one is known)."""
+        return circuit_metadata(self.circuit) if self.circuit is not None else {}
 
     def start_session(self) -> None:
-        self.timer.reset()
+        if self.timer is not None:
+            self.timer.reset()
         self.laps: list[Lap] = []
         self._last: LapState | None = None
         self._last_key: tuple[float, float, float] | None = None
@@ -364,6 +399,9 @@ class GnssLapChannels:
         if key == self._last_key:
             return self._last
         self._last_key = key
+        if self.timer is None and not self._pick(time_s, lat, lon):
+            return self._last
+        assert self.timer is not None and self.plane is not None
         off = time_s - t_fix
         if self._offset is None or off < self._offset or off - self._offset > 2.0:
             self._offset = off
@@ -426,7 +464,12 @@ class GnssLapChannels:
                 "sectors_s": [round(s, 3) for s in one.sector_times_s],
             }
 
-        return {"lap_count": len(self.laps), "last": lap(self.laps[-1] if self.laps else None), "best": lap(self.best_lap)}
+        return {
+            "lap_count": len(self.laps),
+            "last": lap(self.laps[-1] if self.laps else None),
+            "best": lap(self.best_lap),
+            "circuit": self.circuit.name if self.circuit is not None else None,
+        }
 
     def summary(self) -> Mapping[str, Any]:
         best = self.best_lap
@@ -444,7 +487,7 @@ def gnss_session_laps(
     *,
     source: str | None = None,
     fields: GnssFields | None = None,
-    **options: float,
+    **options: Any,
 ) -> tuple[list[Lap], GnssLapChannels]:
     """Laps of one recorded session from its fixes, through the same plug-in as live.
 
@@ -455,8 +498,8 @@ def gnss_session_laps(
     candidates = [source] if source is not None else [n for n in names if n != "tick"]
     found: str | None = None
     for cand in candidates:
-        sub = frames.dtype[cand] if cand in names else None
-        if sub is not None and sub.names is not None and base.lat in sub.names and base.lon in sub.names:
+        kind = frames.dtype[cand] if cand in names else None
+        if kind is not None and kind.names is not None and base.lat in kind.names and base.lon in kind.names:
             found = cand
             break
     if found is None:
