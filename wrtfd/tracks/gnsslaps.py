@@ -43,6 +43,7 @@ __all__ = [
     "GnssLapChannels",
     "GnssLapTimer",
     "PlaneLine",
+    "find_gnss_source",
     "gnss_session_laps",
     "plane_lines",
     "timer_for",
@@ -480,6 +481,24 @@ class GnssLapChannels:
         }
 
 
+def find_gnss_source(
+    frames: np.ndarray, source: str | None = None, fields: GnssFields | None = None
+) -> tuple[str, GnssFields]:
+    """The source of a frame with latitude/longitude channels, and its fix fields.
+
+    :raises TrackError: none (or, with ``source``, not that one) has them.
+    """
+    base = fields or GnssFields()
+    names = frames.dtype.names or ()
+    candidates = [source] if source is not None else [n for n in names if n != "tick"]
+    for cand in candidates:
+        kind = frames.dtype[cand] if cand in names else None
+        if kind is not None and kind.names is not None and base.lat in kind.names and base.lon in kind.names:
+            return cand, base.present(kind.names)
+    where = f"source {source!r}" if source else "any source"
+    raise TrackError(f"no {base.lat}/{base.lon} channels in {where} of this recording")
+
+
 def gnss_session_laps(
     frames: np.ndarray,
     times_s: npt.ArrayLike,
@@ -493,20 +512,8 @@ def gnss_session_laps(
 
     :raises TrackError: no source of the frame has latitude and longitude channels.
     """
-    base = fields or GnssFields()
-    names = frames.dtype.names or ()
-    candidates = [source] if source is not None else [n for n in names if n != "tick"]
-    found: str | None = None
-    for cand in candidates:
-        kind = frames.dtype[cand] if cand in names else None
-        if kind is not None and kind.names is not None and base.lat in kind.names and base.lon in kind.names:
-            found = cand
-            break
-    if found is None:
-        where = f"source {source!r}" if source else "any source"
-        raise TrackError(f"no {base.lat}/{base.lon} channels in {where} of this recording")
+    found, use = find_gnss_source(frames, source, fields)
     sub = frames[found]
-    use = base.present(sub.dtype.names or ())
     plug = GnssLapChannels(circuit, source=found, fields=use, **options)
     t = np.asarray(times_s, dtype=np.float64)
     lat = np.asarray(sub[use.lat], dtype=np.float64)
