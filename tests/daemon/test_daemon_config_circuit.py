@@ -85,7 +85,7 @@ def test_auto_pick_tells_the_journal(tmp_path: Path) -> None:
         def notify(self, item: object) -> None:
             seen.append(item)
 
-    hub.add(Catch(), frames=False)  # type: ignore[arg-type]
+    hub.add(Catch(), frames=False)
     # the recorder's own plug-in: every candidate, and the journal's listener
     recorder_plug = pipeline.recorder.groups["main"].recorder.derived[0]
     assert {c.name for c in recorder_plug.candidates} >= {"Club", "Hillside", "Road America"}

@@ -145,3 +145,30 @@ def test_traces_for_the_delta() -> None:
     assert d[-1] == pytest.approx(length, rel=0.005)
     assert timer.lap_distances_m[best.number] == pytest.approx(d[-1])
     assert math.isfinite(d[-1])
+
+
+def test_a_line_laid_by_a_mark_times_the_next_laps() -> None:
+    """``wrtfd mark --start-finish`` while the car crosses the true line: the laid line (across
+    the car's path between two fixes) times the laps like the track's own line."""
+    from wrtfd.tracks.gnsslaps import GnssLapChannels
+
+    states, truth = drive()
+    track = load_track(ROAD)
+    anchor = track_plane(track.extensions)
+    assert anchor is not None
+    plug = GnssLapChannels(None, source="gps")
+    told: list[str] = []
+    plug.pick_listeners.append(lambda c, how: told.append(f"circuit {c.name} {how}"))
+    requested = False
+    for s in states[:: SIM_HZ // 25]:
+        if not requested and s.t_s > truth[0].start_s - 0.02:  # pressed just before the line
+            plug.request_line(30.0)
+            requested = True
+        lat, lon = anchor.to_latlon(s.x, s.z)
+        plug.feed(s.t_s, float(lat), float(lon), s.t_s, s.speed_mps * s.heading_x, s.speed_mps * s.heading_z)
+    assert len(told) == 1 and told[0].endswith("laid across the car's heading by a mark")
+    assert [lap.number for lap in plug.laps] == [1, 2, 3, 4, 5]
+    # the line is at most one 25 Hz step (under 1 m here) from the true one: lap times agree
+    for got, want in zip(plug.laps, truth, strict=True):
+        assert abs(got.time_s - want.time_s) < 0.005
+    assert plug.circuit is not None and plug.file_metadata()["Circuit"] == plug.circuit.name

@@ -501,15 +501,15 @@ def lap_metadata(loaded: LoadedConfig, derived: Sequence[Any]) -> dict[str, str]
     return {k: v for k, v in found.items() if k not in given}
 
 
-def _pick_teller(hub: ObserverHub, source: str) -> Callable[[Circuit, float], None]:
-    """The journal line of a circuit picked by position (a source event, like ``first sample``)."""
+def _pick_teller(hub: ObserverHub, source: str) -> Callable[[Circuit, str], None]:
+    """The journal line of a circuit picked by position or laid by a mark (a source event, like
+    ``first sample``)."""
     import time
 
     from wrtfd.recorder.observe import SourceStateChanged
 
-    def tell(circuit: Circuit, distance_m: float) -> None:
-        state = f"circuit {circuit.name} picked, {distance_m / 1000:.1f} km from the first fix"
-        hub.publish(SourceStateChanged(source, state, time.time_ns() // 1000))
+    def tell(circuit: Circuit, how: str) -> None:
+        hub.publish(SourceStateChanged(source, f"circuit {circuit.name} {how}", time.time_ns() // 1000))
 
     return tell
 

@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from wrtfd.errors import TrackError
-from wrtfd.tracks.circuit import Circuit, CircuitLine, circuit_metadata, pick_circuit
+from wrtfd.tracks.circuit import Circuit, CircuitLine, circuit_metadata, line_across, pick_circuit
 from wrtfd.tracks.geodesy import LocalPlane
 from wrtfd.tracks.laps import Lap, LapState
 
@@ -324,7 +324,7 @@ class GnssLapChannels:
         name: str = "laps",
         candidates: Sequence[Circuit] = (),
         pick_m: float = 3000.0,
-        on_pick: Callable[[Circuit, float], None] | None = None,
+        on_pick: Callable[[Circuit, str], None] | None = None,
         **options: Any,
     ) -> None:
         from wrtfd.tracks.lapchannels import LAP_FIELDS
@@ -335,8 +335,11 @@ class GnssLapChannels:
         self.options = options
         self.candidates = list(candidates)
         self.pick_m = pick_m
-        #: Called with the circuit picked by position and its distance from the fix (metres).
-        self.pick_listeners: list[Callable[[Circuit, float], None]] = [on_pick] if on_pick else []
+        #: Called with a circuit taken while recording and how: ``"picked, 0.2 km from the first
+        #: fix"`` or ``"laid across the car's heading by a mark"``.
+        self.pick_listeners: list[Callable[[Circuit, str], None]] = [on_pick] if on_pick else []
+        self._line_request: float | None = None
+        self._prev_fix: tuple[float, float, float, float | None, float | None] | None = None
         self.circuit: Circuit | None = None
         self.timer: GnssLapTimer | None = None
         self.plane: LocalPlane | None = None
@@ -366,8 +369,41 @@ class GnssLapChannels:
         if found is None:
             return False
         self.use(found[0])
+        self._tell(found[0], f"picked, {found[1] / 1000:.1f} km from the first fix")
+        return True
+
+    def _tell(self, circuit: Circuit, how: str) -> None:
         for listener in self.pick_listeners:
-            listener(found[0], found[1])
+            listener(circuit, how)
+
+    def request_line(self, width_m: float = 30.0) -> None:
+        """Lay the start/finish line where the car is (``wrtfd mark --start-finish``): at the
+        next fix, across the car's path between the previous fix and it. Safe to call from any
+        thread (the recorder's thread acts on it)."""
+        if not 1.0 <= width_m <= 500.0:
+            raise ValueError("a start/finish line is 1 to 500 m wide")
+        self._line_request = width_m
+
+    def _lay_line(self, lat: float, lon: float) -> bool:
+        """The line between the previous fix and this one, across the step; timing starts again
+        against it with the crossing between the two fixes (lap 1 begins there)."""
+        width = self._line_request
+        prev = self._prev_fix
+        if width is None or prev is None:
+            return False
+        plane = LocalPlane(lat, lon)
+        px, py = plane.to_xy(prev[1], prev[2])
+        hx, hy = -float(px), -float(py)
+        if math.hypot(hx, hy) < 0.5:
+            return False  # not moving: wait for a fix that tells the heading
+        self._line_request = None
+        line = line_across(plane, float(px) / 2.0, float(py) / 2.0, hx, hy, width)
+        circuit = Circuit(f"start/finish marked at {lat:.5f}, {lon:.5f}", line, direction="right")
+        self.use(circuit)
+        assert self.timer is not None and self.plane is not None
+        x0, y0 = self.plane.to_xy(prev[1], prev[2])
+        self.timer.update(prev[0], float(x0), float(y0), prev[3], prev[4])
+        self._tell(circuit, "laid across the car's heading by a mark")
         return True
 
     def file_metadata(self) -> dict[str, str]:
@@ -382,6 +418,7 @@ class GnssLapChannels:
         self._last_key: tuple[float, float, float] | None = None
         self._offset: float | None = None
         self._fix_session_t = 0.0
+        self._prev_fix = None
 
     def feed(
         self,
@@ -400,6 +437,9 @@ class GnssLapChannels:
         if key == self._last_key:
             return self._last
         self._last_key = key
+        if self._line_request is not None:
+            self._lay_line(lat, lon)
+        self._prev_fix = (t_fix, lat, lon, v_east, v_north)
         if self.timer is None and not self._pick(time_s, lat, lon):
             return self._last
         assert self.timer is not None and self.plane is not None

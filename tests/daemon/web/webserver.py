@@ -54,6 +54,9 @@ class FakeDaemon:
     def new_session(self) -> None:
         self.sessions += 1
 
+    def start_finish(self, width_m: float = 30.0) -> list[str]:
+        return []
+
 
 class Running:
     def __init__(self, server: StatusServer, daemon: FakeDaemon) -> None:
