@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     data["source"] = "config/tracks/road.trk (Hillside road course) laid on its geo anchor"
     (args.out / "hillside.json").write_text(json.dumps(data, indent=2) + "\n")
     written.append("hillside.json")
-    print(f"wrote {len(written)} circuits to {args.out}", file=sys.stderr)
+    sys.stderr.write(f"wrote {len(written)} circuits to {args.out}\n")
     return 0
 
 

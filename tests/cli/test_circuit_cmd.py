@@ -22,10 +22,20 @@ def kart(shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     log, expected = kart_log(shared_data, tmp_path)
     a, b = expected["start_finish_line"]
     (tmp_path / "okc.json").write_text(
-        json.dumps({"format": "wrtfd-circuit", "name": "OKC", "direction": "either", "start_finish": {"a": a, "b": b}})
+        json.dumps(
+            {
+                "format": "wrtfd-circuit",
+                "name": "OKC",
+                "direction": "either",
+                "start_finish": {"a": a, "b": b},
+            }
+        )
     )
     config = tmp_path / "gps.toml"
-    config.write_text('[[sources]]\nkind = "serial"\nname = "gps"\nprotocol = "nmea"\ndevice = "/dev/null"\ncircuit = "okc.json"\n')
+    config.write_text(
+        '[[sources]]\nkind = "serial"\nname = "gps"\nprotocol = "nmea"\ndevice = "/dev/null"\n'
+        'circuit = "okc.json"\n'
+    )
     out = tmp_path / "kart.wrtf"
     assert main(["import", str(log), "--config", str(config), "-o", str(out)]) == 0
     capsys.readouterr()
@@ -57,7 +67,9 @@ def test_recorded_channels_and_metadata(kart: tuple[Path, dict], capsys: pytest.
     assert 900.0 < lap_distance.max() < 1300.0
 
 
-def test_from_recording_at_a_lap_start(kart: tuple[Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_from_recording_at_a_lap_start(
+    kart: tuple[Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out, expected = kart
     made = tmp_path / "made.json"
     assert main(["circuit", "from-recording", str(out), "--lap", "2", "-o", str(made), "--name", "Kart"]) == 0
@@ -74,7 +86,9 @@ def test_from_recording_at_a_lap_start(kart: tuple[Path, dict], tmp_path: Path, 
         assert abs(got["time_s"] - want["racechrono_s"]) < 0.1
 
 
-def test_from_recording_without_laps_uses_the_first_fix(shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_from_recording_without_laps_uses_the_first_fix(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     log, _ = kart_log(shared_data, tmp_path)
     out = tmp_path / "plain.wrtf"
     assert main(["import", str(log), "-o", str(out)]) == 0
@@ -97,11 +111,17 @@ def test_from_recording_without_laps_uses_the_first_fix(shared_data: Path, tmp_p
 def test_check_and_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     repo = Path(__file__).resolve().parents[2]
     assert main(["circuit", "check", str(repo / "config" / "tracks" / "road.trk")]) == 0
-    assert "'Hillside road course': start/finish at 44.900000, 2.500000, 2 sector line(s)" in capsys.readouterr().out
+    assert (
+        "'Hillside road course': start/finish at 44.900000, 2.500000, 2 sector line(s)"
+        in capsys.readouterr().out
+    )
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "wrtfd-circuit", "name": "X", "start_finish": {"a": [1, 2]}}')
     assert main(["circuit", "check", str(bad)]) == 2
-    assert capsys.readouterr().err == f'wrtfd: error: {bad}: start_finish: a line needs both end points "a" and "b"\n'
+    assert (
+        capsys.readouterr().err
+        == f'wrtfd: error: {bad}: start_finish: a line needs both end points "a" and "b"\n'
+    )
     assert main(["circuit", "list", "--circuits", str(tmp_path)]) == 0
     captured = capsys.readouterr()
     assert captured.out.count("wrtfd/circuits/") == 21 and "'Road America'" in captured.out

@@ -41,7 +41,14 @@ def test_circuit_file(tmp_path: Path) -> None:
     assert again is not None and again.start == plug.circuit.start
     # the recorded frame: the gps channels and the same lap channels as a game's
     frame = composed_schemas(loaded)["main"].frame_dtype
-    assert frame["laps"].names == ("lap_number", "lap_distance", "sector", "lap_time", "track_sector", "offset")
+    assert frame["laps"].names == (
+        "lap_number",
+        "lap_distance",
+        "sector",
+        "lap_time",
+        "track_sector",
+        "offset",
+    )
 
 
 @pytest.mark.parametrize(
@@ -73,7 +80,13 @@ def test_auto_pick_tells_the_journal(tmp_path: Path) -> None:
     mine = tmp_path / "circuits"
     mine.mkdir()
     (mine / "club.json").write_text(
-        json.dumps({"format": "wrtfd-circuit", "name": "Club", "start_finish": {"a": [10.0, 10.0], "b": [10.0, 10.0002]}})
+        json.dumps(
+            {
+                "format": "wrtfd-circuit",
+                "name": "Club",
+                "start_finish": {"a": [10.0, 10.0], "b": [10.0, 10.0002]},
+            }
+        )
     )
     (mine / "broken.json").write_text("{")
     loaded = load_config(_config(tmp_path, f'circuits = "{mine}"\n'))
@@ -94,7 +107,10 @@ def test_auto_pick_tells_the_journal(tmp_path: Path) -> None:
     lat, lon = LocalPlane(*hill.centre).to_latlon(0.0, 200.0)  # 200 m north of the line
     assert recorder_plug.feed(0.0, float(lat), float(lon), 1000.0) is not None
     event = next(e for e in seen if isinstance(e, SourceStateChanged))
-    assert describe(event) == (logging.INFO, "source gps: circuit Hillside picked, 0.2 km from the first fix", "source:gps")
+    assert describe(event) == (
+        logging.INFO,
+        "source gps: circuit Hillside picked, 0.2 km from the first fix",
+        "source:gps",
+    )
     assert recorder_plug.live()["circuit"] == "Hillside"
     assert np.isfinite(recorder_plug.feed(0.1, float(lat), float(lon) + 1e-5, 1000.1).lap_distance_m)
-

@@ -68,7 +68,12 @@ def test_hostile_files(tmp_path: Path) -> None:
     deep.write_text("[" * 100_000)
     binary = tmp_path / "bin.json"
     binary.write_bytes(b"\xff\xfe\x00")
-    for p, words in [(big, "larger than"), (deep, "not JSON"), (binary, "not UTF-8"), (tmp_path / "none.json", "cannot read")]:
+    for p, words in [
+        (big, "larger than"),
+        (deep, "not JSON"),
+        (binary, "not UTF-8"),
+        (tmp_path / "none.json", "cannot read"),
+    ]:
         with pytest.raises(TrackError, match=words):
             load_circuit(p)
 
@@ -103,7 +108,9 @@ def test_shipped_library(shared_data: Path) -> None:
         lat = sum(p["latitude"] for p in poly) / len(poly)
         lon = sum(p["longitude"] for p in poly) / len(poly)
         assert distance_m(c.centre, (lat, lon)) < 1.0, name  # through the polygon's middle
-    assert (REPO / "wrtfd" / "circuits" / "LICENSE-racetrackdb.txt").read_text().count("Orcha Software LLC") == 1
+    assert (REPO / "wrtfd" / "circuits" / "LICENSE-racetrackdb.txt").read_text().count(
+        "Orcha Software LLC"
+    ) == 1
 
 
 def test_pick_by_position() -> None:

@@ -34,14 +34,22 @@ def kart_log(shared_data: Path, tmp_path: Path) -> tuple[Path, dict]:
     return log, expected
 
 
-def test_kart_nmea_laps_through_import(shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_kart_nmea_laps_through_import(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     log, expected = kart_log(shared_data, tmp_path)
     a, b = expected["start_finish_line"]
     circuit = tmp_path / "okc.json"
     # the json gives the line's two ends, not which way the kart crossed it: "either"
     circuit.write_text(
-        json.dumps({"format": "wrtfd-circuit", "name": "Orlando Kart Center", "direction": "either",
-                    "start_finish": {"a": a, "b": b}})
+        json.dumps(
+            {
+                "format": "wrtfd-circuit",
+                "name": "Orlando Kart Center",
+                "direction": "either",
+                "start_finish": {"a": a, "b": b},
+            }
+        )
     )
     out = tmp_path / "kart.wrtf"
     assert main(["import", str(log), "-o", str(out)]) == 0

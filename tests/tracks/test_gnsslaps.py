@@ -32,7 +32,9 @@ def drive() -> tuple[list[CarState], list[Lap]]:
     return list(sim.states()), list(sim.laps)
 
 
-def timed(rate_hz: int, noise_m: float, seed: int, *, velocity: bool = True) -> tuple[GnssLapTimer, list[Lap]]:
+def timed(
+    rate_hz: int, noise_m: float, seed: int, *, velocity: bool = True
+) -> tuple[GnssLapTimer, list[Lap]]:
     states, truth = drive()
     track = load_track(ROAD)
     anchor = track_plane(track.extensions)

@@ -112,7 +112,9 @@ def _from_recording(args: argparse.Namespace) -> int:
             wanted = [i for i in starts if args.lap is None or lap_no[i] == args.lap]
             if args.lap is not None and not wanted:
                 have = ", ".join(str(int(lap_no[i])) for i in starts) or "none"
-                raise TrackError(f"{args.file}: lap {args.lap} does not begin in session {args.session} (laps: {have})")
+                raise TrackError(
+                    f"{args.file}: lap {args.lap} does not begin in session {args.session} (laps: {have})"
+                )
             if wanted:
                 i = int(wanted[0])
                 cross_t = float(times[i] - lap_t[i])

@@ -220,7 +220,9 @@ class _SourceBase(_Model):
         if self.track is not None and (self.circuit is not None or self.circuits is not None):
             raise ValueError("circuit: a source has either a track (game positions) or a circuit (GNSS)")
         if self.circuits is not None and self.circuit is not None and not self.auto_circuit:
-            raise ValueError('circuits: the folder is for picking a circuit; `circuit` names one (or say "auto")')
+            raise ValueError(
+                'circuits: the folder is for picking a circuit; `circuit` names one (or say "auto")'
+            )
         return self
 
     @property

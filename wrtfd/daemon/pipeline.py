@@ -22,8 +22,8 @@ from wrtfd.sources.base import SampleSink, Source
 
 if TYPE_CHECKING:
     from wrtfd.recorder.tap import RawTap
-    from wrtfd.tracks.lapchannels import LapChannels
     from wrtfd.tracks.gnsslaps import GnssLapChannels
+    from wrtfd.tracks.lapchannels import LapChannels
 
 __all__ = ["BuiltSource", "FleetLink", "Pipeline", "SourceHandle"]
 

@@ -52,8 +52,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BuiltSource",
-    "build_gnss_laps",
     "build_fleet",
+    "build_gnss_laps",
     "build_lap_channels",
     "build_source",
     "build_sources",

@@ -31,8 +31,8 @@ __all__ = [
     "Circuit",
     "CircuitLine",
     "circuit_from_dict",
-    "circuit_metadata",
     "circuit_from_track",
+    "circuit_metadata",
     "circuit_to_dict",
     "circuits_in",
     "distance_m",
@@ -139,7 +139,9 @@ def _line(value: Any, where: str, key: str) -> CircuitLine:
     line = CircuitLine(_point(value["a"], where, f"{key}.a"), _point(value["b"], where, f"{key}.b"))
     length = distance_m(line.a, line.b)
     if not MIN_LINE_M <= length <= MAX_LINE_M:
-        raise _err(where, key, f"the line is {length:.1f} m long; expected {MIN_LINE_M:g} to {MAX_LINE_M:g} m")
+        raise _err(
+            where, key, f"the line is {length:.1f} m long; expected {MIN_LINE_M:g} to {MAX_LINE_M:g} m"
+        )
     return line
 
 
@@ -175,7 +177,9 @@ def circuit_from_dict(data: Any, source: str = "<string>") -> Circuit:
     if len(raw_sectors) > MAX_SECTOR_LINES:
         raise _err(where, "sectors", f"{len(raw_sectors)} lines; at most {MAX_SECTOR_LINES}")
     sectors = tuple(_line(v, where, f"sectors[{i}]") for i, v in enumerate(raw_sectors))
-    pits = {k: _line(data[k], where, k) if data.get(k) is not None else None for k in ("pit_entry", "pit_exit")}
+    pits = {
+        k: _line(data[k], where, k) if data.get(k) is not None else None for k in ("pit_entry", "pit_exit")
+    }
     direction = data.get("direction", "right")
     if direction not in DIRECTIONS:
         raise _err(where, "direction", f"{direction!r}; expected one of {', '.join(DIRECTIONS)}")
@@ -210,7 +214,9 @@ def circuit_to_dict(circuit: Circuit) -> dict[str, Any]:
     return out
 
 
-def line_across(plane: LocalPlane, x: float, y: float, heading_x: float, heading_y: float, width_m: float) -> CircuitLine:
+def line_across(
+    plane: LocalPlane, x: float, y: float, heading_x: float, heading_y: float, width_m: float
+) -> CircuitLine:
     """A line ``width_m`` wide centred on ``(x, y)`` across the heading, ordered for ``"right"``."""
     norm = math.hypot(heading_x, heading_y)
     if norm == 0.0 or not math.isfinite(norm):
@@ -234,7 +240,8 @@ def circuit_from_track(track: Any, *, lane: int = 0, width_m: float = 30.0) -> C
     plane = track_plane(track.extensions)
     if plane is None:
         raise TrackError(
-            f'{track.source}: the track is not laid on the globe (no "wrtfd": {{"geo": {{"lat": .., "lon": ..}}}})'
+            f"{track.source}: the track is not laid on the globe"
+            ' (no "wrtfd": {"geo": {"lat": .., "lon": ..}})'
         )
     path = LanePath(track, lane)
     lines = []
@@ -300,7 +307,11 @@ def shipped_circuits() -> list[Circuit]:
     root = resources.files("wrtfd") / "circuits"
     for entry in sorted(root.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".json"):
-            out.append(circuit_from_dict(json.loads(entry.read_text(encoding="utf-8")), f"wrtfd/circuits/{entry.name}"))
+            out.append(
+                circuit_from_dict(
+                    json.loads(entry.read_text(encoding="utf-8")), f"wrtfd/circuits/{entry.name}"
+                )
+            )
     return out
 
 
@@ -337,7 +348,10 @@ METADATA_LINES = "CircuitLines"
 
 def circuit_metadata(circuit: Circuit) -> dict[str, str]:
     """What a recording made with ``circuit`` keeps in its metadata, so ``wrtfd laps`` needs no file."""
-    return {METADATA_NAME: circuit.name, METADATA_LINES: json.dumps(circuit_to_dict(circuit), separators=(",", ":"))}
+    return {
+        METADATA_NAME: circuit.name,
+        METADATA_LINES: json.dumps(circuit_to_dict(circuit), separators=(",", ":")),
+    }
 
 
 def recorded_circuit(metadata: Mapping[str, Any], where: str) -> Circuit | None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -230,7 +231,7 @@ class GnssLapTimer:
         if self._lap_start_t is not None:
             n = len(self.sector_lines)
             times = [self._lap_start_t, *self._marks, tc]
-            sectors = tuple(b - a for a, b in zip(times, times[1:], strict=False)) if len(self._marks) == n and n else ()
+            sectors = tuple(b - a for a, b in pairwise(times)) if len(self._marks) == n and n else ()
             done = Lap(self._lap, self._lap_start_t, tc, sectors)
             self.laps.append(done)
             self.lap_distances_m[self._lap] = odo - self._lap_start_odo
@@ -258,7 +259,11 @@ class GnssLapTimer:
     def _state(self, t: float, completed: Lap | None) -> LapState:
         if self._lap_start_t is not None:
             return LapState(
-                self._lap, self._odo - self._lap_start_odo, self._next_sector, t - self._lap_start_t, completed
+                self._lap,
+                self._odo - self._lap_start_odo,
+                self._next_sector,
+                t - self._lap_start_t,
+                completed,
             )
         return LapState(self._lap, self._odo, 0, t - self._state_t0, completed)
 
@@ -274,7 +279,9 @@ class GnssLapTimer:
         return self._traces.get(number)
 
 
-def timer_for(circuit: Circuit, *, plane: LocalPlane | None = None, **options: Any) -> tuple[GnssLapTimer, LocalPlane]:
+def timer_for(
+    circuit: Circuit, *, plane: LocalPlane | None = None, **options: Any
+) -> tuple[GnssLapTimer, LocalPlane]:
     """A timer for ``circuit`` and the plane its fixes must be projected into."""
     plane = plane or circuit.plane()
     start, sectors = plane_lines(circuit, plane)
@@ -301,7 +308,13 @@ class GnssFields:
             return name if name is not None and name in have else None
 
         return GnssFields(
-            self.lat, self.lon, opt(self.time_us), opt(self.speed), opt(self.course), opt(self.vel_n), opt(self.vel_e)
+            self.lat,
+            self.lon,
+            opt(self.time_us),
+            opt(self.speed),
+            opt(self.course),
+            opt(self.vel_n),
+            opt(self.vel_e),
         )
 
 
@@ -450,7 +463,9 @@ class GnssLapChannels:
         st = self.timer.update(t_fix, float(x), float(y), v_east, v_north)
         if st.completed is not None:
             lap = st.completed
-            self.laps.append(Lap(lap.number, lap.start_s + self._offset, lap.end_s + self._offset, lap.sector_times_s))
+            self.laps.append(
+                Lap(lap.number, lap.start_s + self._offset, lap.end_s + self._offset, lap.sector_times_s)
+            )
             st = LapState(st.lap, st.lap_distance_m, st.sector, st.lap_time_s, self.laps[-1])
         self._last = st
         self._fix_session_t = t_fix + self._offset

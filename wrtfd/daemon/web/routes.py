@@ -306,7 +306,9 @@ class _Handlers:
                 or not isinstance(data.get("note", ""), str)
                 or not isinstance(data.get("start_finish", False), bool)
             ):
-                return JSONResponse({"error": 'body must be JSON: {"note": "...", "start_finish": false}'}, 400)
+                return JSONResponse(
+                    {"error": 'body must be JSON: {"note": "...", "start_finish": false}'}, 400
+                )
             note = data.get("note", "")
             start_finish = data.get("start_finish", False)
         wall_us = time.time_ns() // 1000
