@@ -9,7 +9,9 @@ end_s, sectors_s}], best_lap, best_lap_s}]}`` (times in seconds from the session
 
 With ``--circuit`` (a circuit file or a track file laid on the globe) the laps are timed from the
 recorded GNSS fixes (latitude and longitude channels, NMEA or u-blox); a recording made with a
-circuit keeps it in its metadata (``CircuitLines``), so the option is then not needed. GNSS laps
+circuit file keeps it in its metadata (``CircuitLines``), so the option is then not needed; else a
+GNSS recording is timed against the circuit (of ``--circuits`` or shipped) nearest its first fix,
+within 3 km, as the daemon picks one. GNSS laps
 add each lap's delta to the best and the theoretical best (the best sector times added up):
 ``delta_s`` per lap, ``theoretical_best_s`` per session in the JSON.
 """
@@ -47,6 +49,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("file", type=Path, help="WRTF recording")
     p.add_argument("--track", type=Path, help="track file: re-detect laps from the positions")
     p.add_argument("--circuit", type=Path, help="circuit file (.json) or geo-anchored track: time GNSS laps")
+    p.add_argument(
+        "--circuits", type=Path, help="a folder of circuit files to pick from (with the shipped ones)"
+    )
     p.add_argument("--source", help="source whose positions to use (default: the first with positions)")
     p.add_argument("--lane", type=int, default=0, help="track lane to measure along (default 0)")
     p.add_argument("--session", type=int, help="only this session (default: all)")
@@ -60,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
     from wrtfd.tracks import load_track
     from wrtfd.tracks.analysis import session_laps
     from wrtfd.tracks.circuit import load_circuit, recorded_circuit
-    from wrtfd.tracks.gnsslaps import gnss_session_laps
+    from wrtfd.tracks.gnsslaps import gnss_session_laps, nearest_circuit
 
     track = load_track(args.track) if args.track else None
     circuit = load_circuit(args.circuit) if args.circuit else None
@@ -68,6 +73,8 @@ def _run(args: argparse.Namespace) -> int:
     with Reader(args.file) as r:
         if circuit is None and track is None:
             circuit = recorded_circuit(r.metadata, str(args.file))
+        if circuit is None and track is None and r.sessions:
+            circuit = nearest_circuit(r.frames(0), args.source, [args.circuits] if args.circuits else [])
         indices = range(len(r.sessions)) if args.session is None else [args.session]
         for i in indices:
             frames = r.frames(i)

@@ -29,13 +29,21 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from wrtfd.errors import TrackError
-from wrtfd.tracks.circuit import Circuit, CircuitLine, circuit_metadata, line_across, pick_circuit
+from wrtfd.tracks.circuit import (
+    Circuit,
+    CircuitLine,
+    circuit_metadata,
+    circuits_in,
+    line_across,
+    pick_circuit,
+)
 from wrtfd.tracks.geodesy import LocalPlane
 from wrtfd.tracks.laps import Lap, LapState
 
@@ -46,6 +54,7 @@ __all__ = [
     "PlaneLine",
     "find_gnss_source",
     "gnss_session_laps",
+    "nearest_circuit",
     "plane_lines",
     "timer_for",
 ]
@@ -591,3 +600,22 @@ def gnss_session_laps(
             None if vn is None else float(vn[i]),
         )
     return plug.laps, plug
+
+
+def nearest_circuit(
+    frames: Any, source: str | None, dirs: Sequence[Path], *, max_m: float = 3000.0
+) -> Circuit | None:
+    """For a recording's frames with GNSS fixes: the circuit nearest the first fix (None when the
+    frames have no fix, or no circuit is that near)."""
+    try:
+        found, fields = find_gnss_source(frames, source)
+    except TrackError:
+        return None
+    lat = np.asarray(frames[found][fields.lat], dtype=np.float64)
+    lon = np.asarray(frames[found][fields.lon], dtype=np.float64)
+    ok = np.flatnonzero(np.isfinite(lat) & np.isfinite(lon) & ~((lat == 0.0) & (lon == 0.0)))
+    if len(ok) == 0:
+        return None
+    candidates, _ = circuits_in(list(dirs))
+    picked = pick_circuit(float(lat[ok[0]]), float(lon[ok[0]]), candidates, max_m=max_m)
+    return None if picked is None else picked[0]
