@@ -120,3 +120,18 @@ def test_road_america_vbo_flying_lap(shared_data: Path) -> None:
     # the first crossing is the Lap_Number 1 -> 2 transition less the CAN latency (~0.25 s)
     t_switch = 19 * 3600 + 45 * 60 + 48.92
     assert 0.15 < t_switch - timer.laps[0].start_s < 0.35
+
+
+def test_road_america_from_the_shipped_library(shared_data: Path) -> None:
+    """The library's Road America line (made from racetrackdb's box and outline, not from the
+    VBOX file) times the same flying lap."""
+    from wrtfd.tracks.circuit import shipped_circuits
+
+    data, _ = read_vbo(shared_data / VBO)
+    circuit = next(c for c in shipped_circuits() if c.name == "Road America")
+    timer, plane = timer_for(circuit)
+    xs, ys = plane.to_xy(data["lat"], data["lon"])
+    for i in range(len(xs)):
+        v, h = data["v"][i], data["heading"][i]
+        timer.update(float(data["t"][i]), float(xs[i]), float(ys[i]), v * math.sin(h), v * math.cos(h))
+    assert abs(timer.laps[0].time_s - 114.96) < 0.05
