@@ -129,7 +129,14 @@ def test_real_kart_nmea_live_at_its_own_pace(shared_data: Path, tmp_path: Path) 
             chunks.append((t - first, line + b"\r\n"))
     a, b = expected["start_finish_line"]
     (tmp_path / "okc.json").write_text(
-        json.dumps({"format": "wrtfd-circuit", "name": "OKC", "direction": "either", "start_finish": {"a": a, "b": b}})
+        json.dumps(
+            {
+                "format": "wrtfd-circuit",
+                "name": "OKC",
+                "direction": "either",
+                "start_finish": {"a": a, "b": b},
+            }
+        )
     )
     device = PtyDevice()
     out, status_port = tmp_path / "rec", free_port()
@@ -147,7 +154,8 @@ def test_real_kart_nmea_live_at_its_own_pace(shared_data: Path, tmp_path: Path) 
         writer.join(timeout=chunks[-1][0] + 60.0)
         assert not writer.is_alive()
         wait_for(
-            lambda: d.status()["recorder"]["derived"].get("laps", {}).get("lap_count", 0) >= 2, "both laps timed"
+            lambda: d.status()["recorder"]["derived"].get("laps", {}).get("lap_count", 0) >= 2,
+            "both laps timed",
         )
         d.signal(signal.SIGTERM)
         assert d.wait_exit() == 0, d.stderr
