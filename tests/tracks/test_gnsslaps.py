@@ -174,3 +174,46 @@ def test_a_line_laid_by_a_mark_times_the_next_laps() -> None:
     for got, want in zip(plug.laps, truth, strict=True):
         assert abs(got.time_s - want.time_s) < 0.005
     assert plug.circuit is not None and plug.file_metadata()["Circuit"] == plug.circuit.name
+
+
+def test_plugin_rows_and_frames_without_a_fix() -> None:
+    """The recorder's plug-in over frame rows (the nmea/ubx field names): frames repeating a fix
+    hold it, and frames saying "no fix" (fix_mode 1) are not fixes, whatever position they carry
+    (taken as fixes they would be a jump and abandon the lap)."""
+    from wrtfd.tracks.gnsslaps import GnssLapChannels
+    from wrtfd.tracks.lapchannels import LAP_FIELDS
+
+    states, truth = drive()
+    track = load_track(ROAD)
+    anchor = track_plane(track.extensions)
+    assert anchor is not None
+    types = {"uint16": "u2", "float32": "f4", "uint8": "u1", "int16": "i2"}
+    frame = np.dtype(
+        [
+            ("gps", [("lat_deg", "f8"), ("lon_deg", "f8"), ("fix_time_utc_us", "u8"), ("fix_mode", "u1")]),
+            ("laps", [(f["name"], types[f["type"]]) for f in LAP_FIELDS]),
+        ]
+    )
+    plug = GnssLapChannels(circuit_from_track(track), source="gps")
+    row = np.zeros(1, dtype=frame)[0]
+    lap_numbers = []
+    t0_us = 1_777_000_000_000_000
+    mid = truth[1].start_s + 10.0  # inside lap 2
+    for s in states[:: SIM_HZ // 50]:  # 50 Hz frames, a fix every other frame (25 Hz)
+        if round(s.t_s * 1000) % 40 == 0:
+            lat, lon = anchor.to_latlon(s.x, s.z)
+            no_fix = mid <= s.t_s < mid + 0.5
+            row["gps"]["lat_deg"] = float(lat) + (0.01 if no_fix else 0.0)
+            row["gps"]["lon_deg"] = float(lon)
+            row["gps"]["fix_time_utc_us"] = t0_us + round(s.t_s * 1e6)
+            row["gps"]["fix_mode"] = 1 if no_fix else 3
+        plug.compute(row, s.t_s)
+        lap_numbers.append(int(row["laps"]["lap_number"]))
+    assert [lap.number for lap in plug.laps] == [1, 2, 3, 4, 5]
+    assert plug.timer is not None and plug.timer.resets == 0
+    for got, want in zip(plug.laps, truth, strict=True):
+        assert abs(got.time_s - want.time_s) < 0.002  # noise-free fixes at 25 Hz
+    assert lap_numbers[-1] == 6 and all(
+        b - a in (0, 1) for a, b in zip(lap_numbers, lap_numbers[1:], strict=False)
+    )
+    assert plug.summary()["lap_count"] == 5

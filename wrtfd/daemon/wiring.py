@@ -429,6 +429,7 @@ def _gnss_fields(src: SourceConfig, definition: Mapping[str, Any], where: str) -
         named(base.course),
         named(base.vel_n),
         named(base.vel_e),
+        named(base.fix_mode),
     )
     for name in (fields.lat, fields.lon):
         if name not in channels or dtype[name].kind != "f":

@@ -48,6 +48,7 @@ from wrtfd.tracks.geodesy import LocalPlane
 from wrtfd.tracks.laps import Lap, LapState
 
 __all__ = [
+    "NO_FIX",
     "GnssFields",
     "GnssLapChannels",
     "GnssLapTimer",
@@ -297,6 +298,10 @@ def timer_for(
     return GnssLapTimer(start, sectors, **options), plane
 
 
+#: ``gps_fix_mode`` value of "no fix" (nmea and ubx definitions).
+NO_FIX = 1
+
+
 @dataclass(frozen=True, slots=True)
 class GnssFields:
     """Where a GNSS source's frame keeps the fix (names of ``wrtfd/schemas`` nmea and ubx)."""
@@ -308,6 +313,8 @@ class GnssFields:
     course: str | None = "course_deg"
     vel_n: str | None = "vel_n_mps"
     vel_e: str | None = "vel_e_mps"
+    #: The fix dimension (nmea and ubx ``gps_fix_mode``): a frame saying 1 (no fix) is no fix.
+    fix_mode: str | None = "fix_mode"
 
     def present(self, names: Sequence[str]) -> GnssFields:
         """These fields, the optional ones dropped where ``names`` (a frame's fields) lacks them."""
@@ -324,6 +331,7 @@ class GnssFields:
             opt(self.course),
             opt(self.vel_n),
             opt(self.vel_e),
+            opt(self.fix_mode),
         )
 
 
@@ -354,6 +362,7 @@ class GnssLapChannels:
         self.name = name
         self.source = source
         self.fields = fields or GnssFields()
+        self._resolved = False
         self.options = options
         self.candidates = list(candidates)
         self.pick_m = pick_m
@@ -450,9 +459,10 @@ class GnssLapChannels:
         fix_time_s: float | None = None,
         v_east: float | None = None,
         v_north: float | None = None,
+        has_fix: bool = True,
     ) -> LapState | None:
         """One frame's values (session time ``time_s``); returns the state, None while no fix."""
-        if not (math.isfinite(lat) and math.isfinite(lon)) or (lat == 0.0 and lon == 0.0):
+        if not has_fix or not (math.isfinite(lat) and math.isfinite(lon)) or (lat == 0.0 and lon == 0.0):
             return self._last
         t_fix = fix_time_s if fix_time_s is not None and fix_time_s > 0.0 else time_s
         key = (t_fix, lat, lon) if fix_time_s is None else (t_fix, 0.0, 0.0)
@@ -495,10 +505,14 @@ class GnssLapChannels:
 
     def compute(self, row: np.void, time_s: float) -> None:
         src = row[self.source]
+        if not self._resolved:  # the optional fields this frame has (the wiring has checked lat/lon)
+            self.fields = self.fields.present(src.dtype.names or ())
+            self._resolved = True
         f = self.fields
         fix_t = float(src[f.time_us]) / 1e6 if f.time_us is not None else None
         ve, vn = self._velocity(src)
-        st = self.feed(time_s, float(src[f.lat]), float(src[f.lon]), fix_t, ve, vn)
+        has_fix = f.fix_mode is None or int(src[f.fix_mode]) != NO_FIX
+        st = self.feed(time_s, float(src[f.lat]), float(src[f.lon]), fix_t, ve, vn, has_fix)
         out = row[self.name]
         if st is None:
             out["lap_number"] = 0
@@ -590,6 +604,7 @@ def gnss_session_laps(
         v = np.asarray(sub[use.speed], np.float64)
         c = np.radians(np.asarray(sub[use.course], np.float64))
         ve, vn = v * np.sin(c), v * np.cos(c)
+    fix_mode = np.asarray(sub[use.fix_mode], dtype=np.int64) if use.fix_mode is not None else None
     for i in range(len(t)):
         plug.feed(
             float(t[i]),
@@ -598,6 +613,7 @@ def gnss_session_laps(
             None if fix_t is None else float(fix_t[i]),
             None if ve is None else float(ve[i]),
             None if vn is None else float(vn[i]),
+            fix_mode is None or int(fix_mode[i]) != NO_FIX,
         )
     return plug.laps, plug
 
