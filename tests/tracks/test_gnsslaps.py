@@ -6,8 +6,8 @@ anchor; the timer sees only latitude/longitude (and a Doppler velocity with 5 cm
 from __future__ import annotations
 
 import math
-from itertools import pairwise
 from functools import cache
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
