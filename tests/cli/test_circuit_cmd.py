@@ -106,6 +106,12 @@ def test_from_recording_without_laps_uses_the_first_fix(
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0] == f"wrtfd: error: {made}: exists (--force to overwrite)"
     assert err[1] == f"wrtfd: error: {out}: no lap channels; without --lap the line goes at the first fix"
+    # the kart is near no shipped circuit: `laps` says what to give
+    assert main(["laps", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        "wrtfd: error: this GNSS recording has no lap channels and no known circuit near its first fix;"
+        " give --circuit FILE (docs/circuits.md)\n"
+    )
 
 
 def test_check_and_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -60,12 +60,13 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from wrtfd.errors import TrackError
     from wrtfd.format import Reader
     from wrtfd.format.markers import session_marker_rows
     from wrtfd.tracks import load_track
     from wrtfd.tracks.analysis import session_laps
     from wrtfd.tracks.circuit import load_circuit, recorded_circuit
-    from wrtfd.tracks.gnsslaps import gnss_session_laps, nearest_circuit
+    from wrtfd.tracks.gnsslaps import gnss_session_laps, has_gnss, nearest_circuit
 
     track = load_track(args.track) if args.track else None
     circuit = load_circuit(args.circuit) if args.circuit else None
@@ -82,6 +83,15 @@ def _run(args: argparse.Namespace) -> int:
             if circuit is not None:
                 found_laps, _ = gnss_session_laps(frames, times, circuit, source=args.source)
             else:
+                if (
+                    track is None
+                    and "laps" not in (frames.dtype.names or ())
+                    and has_gnss(frames, args.source)
+                ):
+                    raise TrackError(
+                        "this GNSS recording has no lap channels and no known circuit near its first fix;"
+                        " give --circuit FILE (docs/circuits.md)"
+                    )
                 found_laps = session_laps(frames, times, track, source=args.source, lane=args.lane).laps
             laps: list[dict[str, Any]] = [
                 {

@@ -55,6 +55,7 @@ __all__ = [
     "PlaneLine",
     "find_gnss_source",
     "gnss_session_laps",
+    "has_gnss",
     "nearest_circuit",
     "plane_lines",
     "timer_for",
@@ -575,6 +576,15 @@ def find_gnss_source(
             return cand, base.present(kind.names)
     where = f"source {source!r}" if source else "any source"
     raise TrackError(f"no {base.lat}/{base.lon} channels in {where} of this recording")
+
+
+def has_gnss(frames: np.ndarray, source: str | None = None) -> bool:
+    """Whether a frame has a source with latitude/longitude channels."""
+    try:
+        find_gnss_source(frames, source)
+    except TrackError:
+        return False
+    return True
 
 
 def gnss_session_laps(
