@@ -129,7 +129,7 @@ def test_only_one_source_per_recording_group_can_have_a_track() -> None:
         ]
     )
     assert error == (
-        "t.toml: sources[1].track: only one source per recording group can have a track"
+        "t.toml: sources[1].track: only one source per recording group can have a track or circuit"
         " (sources[0] in group 'main' has one already)"
     )
 

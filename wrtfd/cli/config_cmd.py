@@ -56,6 +56,15 @@ def _check(args: argparse.Namespace) -> int:
         )
         for b in built
         if b.laps is not None
+    ) + "".join(
+        f"; GNSS lap channels from {b.config.source_name} on "
+        + (
+            repr(b.gnss_laps.circuit.name)
+            if b.gnss_laps.circuit
+            else f"the nearest of {len(b.gnss_laps.candidates)} circuits"
+        )
+        for b in built
+        if b.gnss_laps is not None
     )
     sys.stdout.write(f"{loaded.origin}: ok: {len(loaded.config.sources)} source(s): {names}{laps}\n")
     return 0

@@ -6,6 +6,14 @@ the wrong track or none. Without it, the lap channels the recorder added live (`
 read back. Only completed laps are listed; the out-lap and the unfinished last lap are not.
 ``--json`` prints ``{file, track, sessions: [{session, frames, laps: [{lap, time_s, start_s,
 end_s, sectors_s}], best_lap, best_lap_s}]}`` (times in seconds from the session's start).
+
+With ``--circuit`` (a circuit file or a track file laid on the globe) the laps are timed from the
+recorded GNSS fixes (latitude and longitude channels, NMEA or u-blox); a recording made with a
+circuit file keeps it in its metadata (``CircuitLines``), so the option is then not needed; else a
+GNSS recording is timed against the circuit (of ``--circuits`` or shipped) nearest its first fix,
+within 3 km, as the daemon picks one. GNSS laps
+add each lap's delta to the best and the theoretical best (the best sector times added up):
+``delta_s`` per lap, ``theoretical_best_s`` per session in the JSON.
 """
 
 from __future__ import annotations
@@ -18,7 +26,17 @@ from typing import Any
 
 from wrtfd.tracks.laps import format_lap_time
 
-__all__ = ["format_lap_time", "register"]
+__all__ = ["format_lap_time", "register", "theoretical_best"]
+
+
+def theoretical_best(laps: list[dict[str, Any]]) -> float | None:
+    """The best time of each sector added up, over the laps with all their sector times."""
+    full = [lap["sectors_s"] for lap in laps if lap["sectors_s"]]
+    n = max((len(s) for s in full), default=0)
+    full = [s for s in full if len(s) == n]
+    if not full or n < 2:
+        return None
+    return round(sum(min(s[k] for s in full) for k in range(n)), 3)
 
 
 def register(subparsers: Any) -> None:
@@ -30,6 +48,10 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("file", type=Path, help="WRTF recording")
     p.add_argument("--track", type=Path, help="track file: re-detect laps from the positions")
+    p.add_argument("--circuit", type=Path, help="circuit file (.json) or geo-anchored track: time GNSS laps")
+    p.add_argument(
+        "--circuits", type=Path, help="a folder of circuit files to pick from (with the shipped ones)"
+    )
     p.add_argument("--source", help="source whose positions to use (default: the first with positions)")
     p.add_argument("--lane", type=int, default=0, help="track lane to measure along (default 0)")
     p.add_argument("--session", type=int, help="only this session (default: all)")
@@ -38,19 +60,39 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from wrtfd.errors import TrackError
     from wrtfd.format import Reader
     from wrtfd.format.markers import session_marker_rows
     from wrtfd.tracks import load_track
     from wrtfd.tracks.analysis import session_laps
+    from wrtfd.tracks.circuit import load_circuit, recorded_circuit
+    from wrtfd.tracks.gnsslaps import gnss_session_laps, has_gnss, nearest_circuit
 
     track = load_track(args.track) if args.track else None
+    circuit = load_circuit(args.circuit) if args.circuit else None
     result: list[dict[str, Any]] = []
     with Reader(args.file) as r:
+        if circuit is None and track is None:
+            circuit = recorded_circuit(r.metadata, str(args.file))
+        if circuit is None and track is None and r.sessions:
+            circuit = nearest_circuit(r.frames(0), args.source, [args.circuits] if args.circuits else [])
         indices = range(len(r.sessions)) if args.session is None else [args.session]
         for i in indices:
             frames = r.frames(i)
             times = (r.frame_times_us(i) - r.sessions[i].time_base_us) / 1e6
-            found = session_laps(frames, times, track, source=args.source, lane=args.lane)
+            if circuit is not None:
+                found_laps, _ = gnss_session_laps(frames, times, circuit, source=args.source)
+            else:
+                if (
+                    track is None
+                    and "laps" not in (frames.dtype.names or ())
+                    and has_gnss(frames, args.source)
+                ):
+                    raise TrackError(
+                        "this GNSS recording has no lap channels and no known circuit near its first fix;"
+                        " give --circuit FILE (docs/circuits.md)"
+                    )
+                found_laps = session_laps(frames, times, track, source=args.source, lane=args.lane).laps
             laps: list[dict[str, Any]] = [
                 {
                     "lap": lap.number,
@@ -59,9 +101,12 @@ def _run(args: argparse.Namespace) -> int:
                     "end_s": lap.end_s,
                     "sectors_s": list(lap.sector_times_s),
                 }
-                for lap in found.laps
+                for lap in found_laps
             ]
             best = min(laps, key=lambda lap: float(lap["time_s"])) if laps else None
+            for lap in laps:
+                lap["delta_s"] = round(float(lap["time_s"]) - float(best["time_s"]), 3) if best else None
+            theoretical = theoretical_best(laps)
             markers = session_marker_rows(r, i)
             base_us = r.sessions[i].time_base_us
             for m in markers:  # in which lap, and how far into it
@@ -78,12 +123,19 @@ def _run(args: argparse.Namespace) -> int:
                     "best_lap": best["lap"] if best else None,
                     "best_lap_s": best["time_s"] if best else None,
                     "markers": markers,
+                    "theoretical_best_s": theoretical,
                 }
             )
     if args.json:
         sys.stdout.write(
             json.dumps(
-                {"file": str(args.file), "track": track.name if track else None, "sessions": result}, indent=2
+                {
+                    "file": str(args.file),
+                    "track": track.name if track else None,
+                    "circuit": circuit.name if circuit else None,
+                    "sessions": result,
+                },
+                indent=2,
             )
             + "\n"
         )
@@ -101,11 +153,14 @@ def _run(args: argparse.Namespace) -> int:
         if not laps:
             continue
         nsec = max(len(lap["sectors_s"]) for lap in laps)
-        head = "  lap      time" + "".join(f"  {'S' + str(k + 1):>9}" for k in range(nsec))
+        head = "  lap      time     delta" + "".join(f"  {'S' + str(k + 1):>9}" for k in range(nsec))
         out.write(head + "\n")
         for lap in laps:
             mark = " *" if lap["lap"] == sess["best_lap"] else ""
             secs = "".join(f"  {format_lap_time(s):>9}" for s in lap["sectors_s"])
-            out.write(f"  {lap['lap']:>3}  {format_lap_time(lap['time_s']):>8}{secs}{mark}\n")
+            delta = f"{lap['delta_s']:+.3f}"
+            out.write(f"  {lap['lap']:>3}  {format_lap_time(lap['time_s']):>8}  {delta:>8}{secs}{mark}\n")
         out.write(f"  best: lap {sess['best_lap']} {format_lap_time(sess['best_lap_s'])}\n")
+        if sess["theoretical_best_s"] is not None:
+            out.write(f"  theoretical best (best sectors): {format_lap_time(sess['theoretical_best_s'])}\n")
     return 0

@@ -44,6 +44,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "wrtfd.cli.zddsrec_cmd",
     "wrtfd.cli.carla_cmd",
     "wrtfd.cli.track_cmd",
+    "wrtfd.cli.circuit_cmd",
     "wrtfd.cli.laps",
     "wrtfd.cli.simulate",
     "wrtfd.cli.plot",

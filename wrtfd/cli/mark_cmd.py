@@ -8,6 +8,11 @@ Which daemon: ``--url``, else the ``[status]`` of ``--config FILE`` / ``--instan
 /etc/wrtfd/wrtfd.toml, else http://127.0.0.1:8787. A daemon listening off loopback needs its
 token: ``--token``, ``$WRTFD_TOKEN``, or the one kept beside the recordings (read with --config).
 Exit code: 0 marked, 1 nothing is being recorded, 2 unreachable or refused.
+
+``--start-finish`` (pressed while crossing the line) also lays the start/finish line where the
+car is, across its heading, 30 m wide, for every GNSS source with lap timing (``circuit =
+"auto"``): laps are timed against it from then on (docs/circuits.md). Exit 1 when no source
+times GNSS laps.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ def register(subparsers: Any) -> None:
     where.add_argument("--url", help="the daemon's address (default: from the config, else :8787)")
     where.add_argument("--config", type=Path, help="read the address (and token) from this config")
     where.add_argument("--instance", metavar="NAME", help="the daemon of /etc/wrtfd/NAME.toml")
+    p.add_argument(
+        "--start-finish", action="store_true", help="lay the start/finish line here, across the car's heading"
+    )
     p.add_argument("--token", help="the web token (default: $WRTFD_TOKEN, or from --config)")
     p.add_argument("--timeout", type=float, default=5.0, metavar="S", help="give up after S seconds (5)")
     p.set_defaults(func=_mark)
@@ -64,7 +72,13 @@ def _mark(args: argparse.Namespace) -> int:
         raise StatusError("--timeout takes a positive number of seconds")
     url = daemon_url(args)
     try:
-        answer = post_mark(url, args.note, token=_token(args), timeout_s=args.timeout)
+        answer = post_mark(
+            url,
+            args.note or ("start/finish" if args.start_finish else ""),
+            token=_token(args),
+            timeout_s=args.timeout,
+            start_finish=args.start_finish,
+        )
     except NotRecording as exc:
         sys.stderr.write(f"wrtfd: {exc}\n")
         return 1

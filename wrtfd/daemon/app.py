@@ -197,6 +197,19 @@ class Daemon:
     def new_session(self) -> None:
         self.recorder.request_new_session()
 
+    def start_finish(self, width_m: float = 30.0) -> list[str]:
+        """Ask every GNSS lap plug-in to lay its start/finish line at the car's next fix
+        (``wrtfd mark --start-finish``); the sources asked (empty: none times GNSS laps)."""
+        from wrtfd.tracks.gnsslaps import GnssLapChannels
+
+        asked = []
+        for live in self.recorder.groups.values():
+            for d in live.recorder.derived:
+                if isinstance(d, GnssLapChannels):
+                    d.request_line(width_m)
+                    asked.append(d.source)
+        return asked
+
     def _refresh_disk(self) -> None:
         try:
             usage = shutil.disk_usage(self.output_dir)

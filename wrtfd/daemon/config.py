@@ -178,6 +178,14 @@ class _SourceBase(_Model):
     #: ``"FILE:SESSION.LAP"``, a WRTF recording with lap channels (its fastest lap without LAP);
     #: None: the session's best lap so far.
     reference: str | None = None
+    #: Circuit file (docs/circuits.md; or a track file laid on the globe) for lap channels from
+    #: this GNSS source's latitude and longitude; ``"auto"``: the circuit of ``circuits`` or of
+    #: the shipped library whose start/finish line is nearest the first fix.
+    circuit: LoosePath | None = None
+    #: A folder of the user's circuit files to pick from (implies ``circuit = "auto"``).
+    circuits: LoosePath | None = None
+    #: ``auto``: how near the first fix a circuit's start/finish line must be (metres).
+    circuit_pick_m: Annotated[float, Field(gt=0, le=100_000)] = 3000.0
     #: Recording group: sources of one group share files, frames and ticks; each group records
     #: its own files. Unset: the shared group ``main``. The built-in default gives every game
     #: its own group, so the game that plays records a file with only its channels.
@@ -215,7 +223,22 @@ class _SourceBase(_Model):
                     raise ValueError(f"{key} is set but `track` (the track file) is not")
         elif self.track_position is not None and self.track_position[0] == self.track_position[1]:
             raise ValueError("track_position: x and z must be two different channels")
+        if self.track is not None and (self.circuit is not None or self.circuits is not None):
+            raise ValueError("circuit: a source has either a track (game positions) or a circuit (GNSS)")
+        if self.circuits is not None and self.circuit is not None and not self.auto_circuit:
+            raise ValueError(
+                'circuits: the folder is for picking a circuit; `circuit` names one (or say "auto")'
+            )
         return self
+
+    @property
+    def auto_circuit(self) -> bool:
+        """Whether the circuit is picked by position (``circuit = "auto"`` or a ``circuits`` folder)."""
+        return str(self.circuit) == "auto" or (self.circuit is None and self.circuits is not None)
+
+    @property
+    def has_laps(self) -> bool:
+        return self.track is not None or self.circuit is not None or self.circuits is not None
 
 
 class UdpSourceConfig(_SourceBase):
@@ -547,11 +570,12 @@ class Config(_Model):
             seen[name] = i
         tracked: dict[str, int] = {}
         for i, src in enumerate(self.sources):
-            if src.track is None:
+            if not src.has_laps:
                 continue
             if src.group_name in tracked:
                 raise ValueError(
-                    f"sources[{i}].track: only one source per recording group can have a track"
+                    f"sources[{i}].{'track' if src.track is not None else 'circuit'}: only one source per"
+                    " recording group can have a track or circuit"
                     f" (sources[{tracked[src.group_name]}] in group {src.group_name!r} has one already)"
                 )
             tracked[src.group_name] = i

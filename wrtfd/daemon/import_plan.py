@@ -21,7 +21,7 @@ from wrtfd.daemon.config import (
 )
 from wrtfd.daemon.pipeline import BuiltSource
 from wrtfd.daemon.recorder_port import recorder_policy, source_specs
-from wrtfd.daemon.wiring import build_sources
+from wrtfd.daemon.wiring import build_sources, lap_metadata
 from wrtfd.importers.plan import ImportPlan, PlanSource
 from wrtfd.importers.replay import GroupPlan
 from wrtfd.recorder import SourceSpec
@@ -46,10 +46,8 @@ def plan_of(loaded: LoadedConfig) -> ImportPlan:
         members.setdefault(b.config.group_name, []).append(b)
     groups = []
     for group, group_built in members.items():
-        derived = [b.laps for b in group_built if b.laps is not None]
-        metadata = {}
-        if derived and "Track" not in loaded.config.recorder.metadata:
-            metadata["Track"] = derived[0].track.name
+        derived = [d for b in group_built if (d := b.derived) is not None]
+        metadata = lap_metadata(loaded, derived)
         groups.append(GroupPlan(group, source_specs(group_built), policy, derived, metadata))
     specs: dict[str, SourceSpec] = {spec.name: spec for g in groups for spec in g.sources}
     return ImportPlan(

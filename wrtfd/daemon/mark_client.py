@@ -57,8 +57,11 @@ def _request(
     return resp.status, data if isinstance(data, dict) else {}
 
 
-def post_mark(url: str, note: str = "", *, token: str | None = None, timeout_s: float = 5.0) -> MarkAnswer:
-    """A marker now in every group that records.
+def post_mark(
+    url: str, note: str = "", *, token: str | None = None, timeout_s: float = 5.0, start_finish: bool = False
+) -> MarkAnswer:
+    """A marker now in every group that records (and, with ``start_finish``, the start/finish line
+    laid where the car is, by every GNSS source that times laps).
 
     :raises NotRecording: no group has a session in progress.
     :raises StatusError: unreachable, refused (a token is needed) or not a wrtfd daemon.
@@ -75,7 +78,7 @@ def post_mark(url: str, note: str = "", *, token: str | None = None, timeout_s: 
             why = data.get("error") or f"HTTP {code}"
             raise StatusError(f"{shown}: cannot mark: {why} (a token may be needed: --token)")
         headers["X-Wrtfd-Csrf"] = data["csrf"]
-    body = json.dumps({"note": note}).encode()
+    body = json.dumps({"note": note, "start_finish": True} if start_finish else {"note": note}).encode()
     code, data = _request(
         host, port, "POST", "/api/mark", shown, body=body, headers=headers, timeout_s=timeout_s
     )

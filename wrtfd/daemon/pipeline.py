@@ -22,6 +22,7 @@ from wrtfd.sources.base import SampleSink, Source
 
 if TYPE_CHECKING:
     from wrtfd.recorder.tap import RawTap
+    from wrtfd.tracks.gnsslaps import GnssLapChannels
     from wrtfd.tracks.lapchannels import LapChannels
 
 __all__ = ["BuiltSource", "FleetLink", "Pipeline", "SourceHandle"]
@@ -38,6 +39,13 @@ class BuiltSource:
     address: str
     #: The lap-channel plug-in (a ``LapChannels``) when the source has a ``track``.
     laps: LapChannels | None = None
+    #: The GNSS lap-channel plug-in when the source has a ``circuit`` (or ``circuits``).
+    gnss_laps: GnssLapChannels | None = None
+
+    @property
+    def derived(self) -> LapChannels | GnssLapChannels | None:
+        """Whichever lap plug-in the source has."""
+        return self.laps if self.laps is not None else self.gnss_laps
 
 
 @dataclass(slots=True)

@@ -12,6 +12,7 @@ source records (after ``mapping``), so a typo fails at start instead of as a per
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -46,21 +47,27 @@ from wrtfd.sources.base import SampleSink, Source
 
 if TYPE_CHECKING:
     from wrtfd.recorder.live import LiveRecorder
+    from wrtfd.tracks.circuit import Circuit
+    from wrtfd.tracks.gnsslaps import GnssFields, GnssLapChannels
     from wrtfd.tracks.lapchannels import LapChannels, PositionFields
 
 __all__ = [
     "BuiltSource",
     "build_fleet",
+    "build_gnss_laps",
     "build_lap_channels",
     "build_source",
     "build_sources",
     "check_buildable",
     "check_pinned_schema",
     "composed_schemas",
+    "lap_metadata",
     "mapped_sink",
     "prepare",
     "resolve_option_paths",
 ]
+
+log = logging.getLogger("wrtfd")
 
 #: Decoder option keys that name files: relative values are taken from the config file's directory.
 PATH_OPTION_KEYS = frozenset({"dbc", "definition", "schema", "layout", "structure"})
@@ -289,8 +296,15 @@ def build_source(loaded: LoadedConfig, index: int, src: SourceConfig) -> BuiltSo
             address = f"serial {src.device} {src.baudrate} baud"
     definition, transform = apply_mapping(definition, src.mapping, f"{where}.mapping")
     laps = build_lap_channels(loaded, index, src, definition)
+    gnss_laps = build_gnss_laps(loaded, index, src, definition)
     return BuiltSource(
-        config=src, source=source, definition=definition, transform=transform, address=address, laps=laps
+        config=src,
+        source=source,
+        definition=definition,
+        transform=transform,
+        address=address,
+        laps=laps,
+        gnss_laps=gnss_laps,
     )
 
 
@@ -393,6 +407,71 @@ def build_lap_channels(
     )
 
 
+def build_gnss_laps(
+    loaded: LoadedConfig, index: int, src: SourceConfig, definition: Mapping[str, Any]
+) -> GnssLapChannels | None:
+    """The GNSS lap-channel plug-in for ``sources[index]`` (None without ``circuit``/``circuits``).
+
+    ``circuit = FILE`` is loaded now; ``"auto"`` (or a ``circuits`` folder) loads the folder and
+    the shipped library, and the plug-in picks the nearest at the first fix, which the journal
+    tells (``source gps: circuit Hillside picked, 0.2 km from the first fix``).
+    """
+    if src.circuit is None and src.circuits is None:
+        return None
+    from wrtfd.tracks.circuit import circuits_in, load_circuit
+    from wrtfd.tracks.gnsslaps import GnssLapChannels
+
+    where = _where(loaded, index)
+    fields = _gnss_fields(src, definition, where)
+    if not src.auto_circuit:
+        assert src.circuit is not None
+        circuit = _call(where, "circuit", load_circuit, loaded.resolve(src.circuit))
+        return _call(where, "circuit", GnssLapChannels, circuit, source=src.source_name, fields=fields)
+    folders = [loaded.resolve(src.circuits)] if src.circuits is not None else []
+    for folder in folders:
+        if not folder.is_dir():
+            raise ConfigError(f"{where}.circuits: {folder} is not a folder")
+    candidates, problems = _call(where, "circuits", circuits_in, folders)
+    for problem in problems[:5]:
+        log.warning("%s.circuits: skipped %s", where, problem)
+    # the journal's listener is added with the recorder's hub (see _recorder)
+    return GnssLapChannels(
+        None, source=src.source_name, fields=fields, candidates=candidates, pick_m=src.circuit_pick_m
+    )
+
+
+def _gnss_fields(src: SourceConfig, definition: Mapping[str, Any], where: str) -> GnssFields:
+    """The fix channels (renamed by ``mapping`` like the channels themselves), checked to be recorded."""
+    from wrtfd.tracks.gnsslaps import GnssFields
+
+    rename = src.mapping.rename
+    base = GnssFields()
+    dtype = _recorded_channels(definition, where)
+    channels = [n for n in dtype.names or () if n != "tick"]
+
+    def named(field: str | None) -> str | None:
+        return None if field is None else rename.get(field, field)
+
+    fields = GnssFields(
+        named(base.lat) or base.lat,
+        named(base.lon) or base.lon,
+        named(base.time_us),
+        named(base.speed),
+        named(base.course),
+        named(base.vel_n),
+        named(base.vel_e),
+        named(base.fix_mode),
+    )
+    for name in (fields.lat, fields.lon):
+        if name not in channels or dtype[name].kind != "f":
+            listed = ", ".join(channels[:20]) + (" ..." if len(channels) > 20 else "")
+            raise ConfigError(
+                f"{where}.circuit: GNSS lap timing needs the latitude/longitude channel {name!r}"
+                f" (degrees) in what protocol {src.protocol!r} records; channels are: {listed}"
+            )
+    return fields.present(channels)
+
+
 def mapped_sink(sink: SampleSink, transform: SampleTransform | None) -> SampleSink:
     if transform is None:
         return sink
@@ -424,16 +503,47 @@ def _recorder(
         members.setdefault(b.config.group_name, []).append(b)
     groups: dict[str, LiveRecorder] = {}
     for group, group_built in members.items():
-        derived = [b.laps for b in group_built if b.laps is not None]
-        metadata = {}
-        if derived and "Track" not in loaded.config.recorder.metadata:
-            metadata["Track"] = derived[0].track.name
+        derived = [d for b in group_built if (d := b.derived) is not None]
+        metadata = lap_metadata(loaded, derived)
+        if hub is not None:
+            from wrtfd.tracks.gnsslaps import GnssLapChannels
+
+            for d in derived:
+                if isinstance(d, GnssLapChannels):
+                    d.pick_listeners.append(_pick_teller(hub, d.source))
         groups[group] = build_recorder(
             loaded, group_built, output_dir, env, derived=derived, metadata=metadata, hub=hub, group=group
         )
         if check_pins:
             check_pinned_schema(loaded, group, groups[group].recorder.schema)
     return RecorderGroups(groups, {b.source.name: b.config.group_name for b in built})
+
+
+def lap_metadata(loaded: LoadedConfig, derived: Sequence[Any]) -> dict[str, str]:
+    """File metadata for a group's lap plug-in: ``Track`` (its name) for a track, ``Circuit`` and
+    ``CircuitLines`` for a circuit file (``wrtfd laps`` re-times from it), unless
+    ``recorder.metadata`` sets them."""
+    if not derived:
+        return {}
+    from wrtfd.tracks.gnsslaps import GnssLapChannels
+
+    first = derived[0]
+    given = loaded.config.recorder.metadata
+    found = first.file_metadata() if isinstance(first, GnssLapChannels) else {"Track": first.track.name}
+    return {k: v for k, v in found.items() if k not in given}
+
+
+def _pick_teller(hub: ObserverHub, source: str) -> Callable[[Circuit, str], None]:
+    """The journal line of a circuit picked by position or laid by a mark (a source event, like
+    ``first sample``)."""
+    import time
+
+    from wrtfd.recorder.observe import SourceStateChanged
+
+    def tell(circuit: Circuit, how: str) -> None:
+        hub.publish(SourceStateChanged(source, f"circuit {circuit.name} {how}", time.time_ns() // 1000))
+
+    return tell
 
 
 def check_pinned_schema(loaded: LoadedConfig, group: str, composed: Schema) -> None:

@@ -54,6 +54,27 @@ def test_mark_needs_the_csrf_token_and_our_own_origin() -> None:
         assert srv.request("GET", "/api/mark")[0] == 405
 
 
+def test_mark_start_finish_asks_the_gnss_sources() -> None:
+    from wrtfd.daemon.mark_client import NotRecording, post_mark
+
+    with running_server() as srv:
+        hdr = {"Content-Type": "application/json", "X-Wrtfd-Csrf": srv.csrf()}
+        body = json.dumps({"note": "", "start_finish": True}).encode()
+        code, _, answer = srv.request("POST", "/api/mark", body=body, headers=hdr)
+        assert code == 409 and b"no GNSS source times laps" in answer and srv.daemon.marks == []
+        bad = json.dumps({"start_finish": "yes"}).encode()
+        assert srv.request("POST", "/api/mark", body=bad, headers=hdr)[0] == 400
+        srv.daemon.gnss = ["gps"]
+        code, _, answer = srv.request("POST", "/api/mark", body=body, headers=hdr)
+        assert code == 200 and json.loads(answer)["start_finish"] == ["gps"] and srv.daemon.lines_asked == 1
+        # the client of `wrtfd mark --start-finish`
+        got = post_mark(f"http://127.0.0.1:{srv.port}", "start/finish", start_finish=True)
+        assert got.note == "start/finish" and srv.daemon.lines_asked == 2
+        srv.daemon.gnss = []
+        with pytest.raises(NotRecording, match="no GNSS source times laps"):
+            post_mark(f"http://127.0.0.1:{srv.port}", start_finish=True)
+
+
 def test_dns_rebinding_names_are_refused() -> None:
     with running_server() as srv:
         for host in ("evil.example", "evil.example:8787", "localhost.evil.example"):

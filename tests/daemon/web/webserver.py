@@ -42,6 +42,9 @@ class FakeDaemon:
         self.marks: list[str] = []
         self.sessions = 0
         self.recording = True
+        #: GNSS sources that time laps (``wrtfd mark --start-finish`` asks them for a line)
+        self.gnss: list[str] = []
+        self.lines_asked = 0
 
     def snapshot(self) -> dict[str, Any]:
         return snapshot()
@@ -54,6 +57,10 @@ class FakeDaemon:
 
     def new_session(self) -> None:
         self.sessions += 1
+
+    def start_finish(self, width_m: float = 30.0) -> list[str]:
+        self.lines_asked += len(self.gnss)
+        return list(self.gnss)
 
 
 class Running:

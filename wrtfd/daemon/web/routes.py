@@ -72,6 +72,9 @@ class Actions(Protocol):
 
     def new_session(self) -> None: ...
 
+    def start_finish(self, width_m: float = 30.0) -> list[str]:
+        """Lay the start/finish line at the car's next fix: the GNSS sources asked (empty: none)."""
+
 
 class Guard:
     """The ASGI wrapper every request passes (see the module docstring)."""
@@ -360,21 +363,37 @@ class _Handlers:
         if isinstance(body, Response):
             return body
         note = ""
+        start_finish = False
         if body.strip():
             try:
                 data = json.loads(body)
             except (UnicodeDecodeError, json.JSONDecodeError):
                 data = None
-            if not isinstance(data, dict) or not isinstance(data.get("note", ""), str):
-                return JSONResponse({"error": 'body must be JSON: {"note": "..."}'}, 400)
+            if (
+                not isinstance(data, dict)
+                or not isinstance(data.get("note", ""), str)
+                or not isinstance(data.get("start_finish", False), bool)
+            ):
+                return JSONResponse(
+                    {"error": 'body must be JSON: {"note": "...", "start_finish": false}'}, 400
+                )
             note = data.get("note", "")
+            start_finish = data.get("start_finish", False)
         wall_us = time.time_ns() // 1000
+        lines: list[str] = []
+        if start_finish:
+            lines = list(self.actions.start_finish())
+            if not lines:
+                return JSONResponse(
+                    {"error": 'no GNSS source times laps here (give it circuit = "auto")'}, 409
+                )
+            log.info("start/finish line asked of %s", ", ".join(lines))
         marked = dict(self.actions.mark(note))
         if not marked:
             return JSONResponse({"error": "nothing is being recorded: no session to mark"}, 409)
         self.marks += 1
         log.info("marker %r in %s", note, ", ".join(f"{g} at tick {t}" for g, t in marked.items()))
-        return JSONResponse({"marked": marked, "wall_us": wall_us, "note": note})
+        return JSONResponse({"marked": marked, "wall_us": wall_us, "note": note, "start_finish": lines})
 
     async def new_session(self, request: Request) -> Response:
         body = await self._change(request)

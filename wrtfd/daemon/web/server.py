@@ -275,6 +275,9 @@ class _ReadOnly:
     def new_session(self) -> None:
         return None
 
+    def start_finish(self, width_m: float = 30.0) -> list[str]:
+        return []
+
 
 def web_server(daemon: Any, config: Any, token: str | None) -> StatusServer:
     """The daemon's server from its config (``[status]`` where, ``[web]`` what and for whom).

@@ -1,0 +1,176 @@
+"""A track day, headless, on the live path: the real daemon (``wrtfd run`` subprocess) reads a
+GNSS receiver on a pseudo-terminal with ``circuit = "auto"`` and no circuit file. The receiver is
+played here at its own pace: NMEA RMC/GGA at 10 Hz for the simulated car driving road.trk laid on
+its anchor. The daemon picks Hillside from the shipped library (the journal says so), times the
+lap, shows it in its status, and ``wrtfd laps`` on the file gives the car's own lap time."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import signal
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from tests.e2e.test_daemon_harness import Daemon, free_port, run_cli, wait_for
+from tests.sources.serial_pty import PtyDevice
+from tests.sources.test_serial_record import nmea
+from wrtfd.simulate.car import Simulation
+from wrtfd.tracks import load_track
+from wrtfd.tracks.geodesy import track_plane
+from wrtfd.tracks.geometry import LanePath
+from wrtfd.tracks.laps import timing_sectors
+
+ROAD = Path(__file__).resolve().parents[2] / "config" / "tracks" / "road.trk"
+T0 = datetime(2026, 5, 1, 10, 0, 0, tzinfo=UTC)
+
+
+def _angle(value: float, deg_digits: int, hemis: str) -> tuple[str, str]:
+    a = abs(value)
+    deg = int(a)
+    minutes = (a - deg) * 60.0
+    return f"{deg:0{deg_digits}d}{minutes:09.6f}", hemis[0] if value >= 0 else hemis[1]
+
+
+def receiver_epochs() -> tuple[list[tuple[float, bytes]], list[float], list[tuple[float, ...]]]:
+    """(offset s, RMC+GGA bytes) at 10 Hz, and the car's own lap and sector times."""
+    track = load_track(ROAD)
+    path = LanePath(track)
+    plane = track_plane(track.extensions)
+    assert plane is not None
+    sim = Simulation(path, laps=1, rate_hz=100, sectors_m=timing_sectors(track, path), cooldown_s=1.0)
+    epochs = []
+    for i, s in enumerate(sim.states()):
+        if i % 10:
+            continue
+        lat, lon = plane.to_latlon(s.x, s.z)
+        lat_s, ns = _angle(float(lat), 2, "NS")
+        lon_s, ew = _angle(float(lon), 3, "EW")
+        when = T0 + timedelta(seconds=round(s.t_s, 2))
+        clock = when.strftime("%H%M%S.") + f"{when.microsecond // 10000:02d}"
+        course = (90.0 - math.degrees(math.atan2(s.heading_z, s.heading_x))) % 360.0
+        knots = s.speed_mps / 0.514444
+        data = nmea(f"GPRMC,{clock},A,{lat_s},{ns},{lon_s},{ew},{knots:.3f},{course:.2f},010526,,,A") + nmea(
+            f"GPGGA,{clock},{lat_s},{ns},{lon_s},{ew},1,12,0.8,420.0,M,47.0,M,,"
+        )
+        epochs.append((s.t_s, data))
+    return epochs, [lap.time_s for lap in sim.laps], [lap.sector_times_s for lap in sim.laps]
+
+
+def test_track_day_on_a_pty(tmp_path: Path) -> None:
+    epochs, lap_times, sector_times = receiver_epochs()
+    assert len(lap_times) == 1
+    device = PtyDevice()
+    out, status_port = tmp_path / "rec", free_port()
+    config = (
+        f'[[sources]]\nkind = "serial"\nname = "gps"\nprotocol = "nmea"\ndevice = "{device.path}"\n'
+        f'baudrate = 115200\ncircuit = "auto"\n'
+        f'[recorder]\noutput_dir = "{out}"\nrate_hz = 20\n'
+        f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
+    )
+    d = Daemon(tmp_path, config, status_port=status_port).start()
+    writer = threading.Thread(target=device.write_timed, args=(epochs,), daemon=True)
+    try:
+        d.wait_ready()
+        writer.start()
+        picked = wait_for(
+            lambda: next((ln for ln in d.lines if "circuit Hillside picked" in ln), None),
+            "the circuit picked",
+        )
+        assert re.search(r"source gps: circuit Hillside picked, 0\.0 km from the first fix$", picked), picked
+        wait_for(
+            lambda: d.status()["recorder"]["derived"].get("laps", {}).get("lap_count", 0) >= 1,
+            "the lap timed",
+            timeout_s=120.0,
+        )
+        recorder = d.status()["recorder"]
+        assert abs(recorder["derived"]["laps"]["best_lap_ms"] / 1000 - lap_times[0]) < 0.0015
+        page = recorder["laps_live"]["laps"]  # what the page shows
+        assert page["circuit"] == "Hillside" and page["lap_count"] == 1
+        assert abs(page["last"]["time_s"] - lap_times[0]) < 0.0015 and len(page["last"]["sectors_s"]) == 3
+        writer.join(timeout=30)
+        d.signal(signal.SIGTERM)
+        assert d.wait_exit() == 0, d.stderr
+    finally:
+        d.stop()
+        device.close()
+    assert "session ended in group main" in d.stderr and ", 1 lap, best" in d.stderr
+    (recording,) = out.glob("*.wrtf")
+    done = run_cli("laps", str(recording), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    (lap,) = [lp for s in report["sessions"] for lp in s["laps"]]
+    # noise-free fixes (6-decimal minutes: 2 mm), the car's own crossing times: within 5 ms
+    assert abs(lap["time_s"] - lap_times[0]) < 0.005
+    assert len(lap["sectors_s"]) == 3
+    for got, want in zip(lap["sectors_s"], sector_times[0], strict=True):
+        assert abs(got - want) < 0.005
+
+
+def test_real_kart_nmea_live_at_its_own_pace(shared_data: Path, tmp_path: Path) -> None:
+    """The kart's real NMEA (about 17 Hz, irregular) replayed on a pty at the pace of its own
+    fix times: the daemon's laps equal RaceChrono's within 0.1 s (about 110 s of wall time)."""
+    from tests.tracks.test_gnss_real_logs import kart_log
+    from wrtfd.format import Reader
+    from wrtfd.tracks.analysis import recorded_session_laps
+
+    log, expected = kart_log(shared_data, tmp_path)
+    chunks: list[tuple[float, bytes]] = []
+    first: float | None = None
+    for line in log.read_bytes().splitlines():
+        clock = line.split(b",")[1]
+        t = int(clock[:2]) * 3600 + int(clock[2:4]) * 60 + float(clock[4:])
+        first = t if first is None else first
+        if chunks and chunks[-1][0] == t - first:
+            chunks[-1] = (chunks[-1][0], chunks[-1][1] + line + b"\r\n")
+        else:
+            chunks.append((t - first, line + b"\r\n"))
+    a, b = expected["start_finish_line"]
+    (tmp_path / "okc.json").write_text(
+        json.dumps(
+            {
+                "format": "wrtfd-circuit",
+                "name": "OKC",
+                "direction": "either",
+                "start_finish": {"a": a, "b": b},
+            }
+        )
+    )
+    device = PtyDevice()
+    out, status_port = tmp_path / "rec", free_port()
+    config = (
+        f'[[sources]]\nkind = "serial"\nname = "gps"\nprotocol = "nmea"\ndevice = "{device.path}"\n'
+        f'baudrate = 115200\ncircuit = "okc.json"\n'
+        f'[recorder]\noutput_dir = "{out}"\nrate_hz = 50\n'
+        f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
+    )
+    d = Daemon(tmp_path, config, status_port=status_port).start()
+    writer = threading.Thread(target=device.write_timed, args=(chunks,), daemon=True)
+    try:
+        d.wait_ready()
+        writer.start()
+        writer.join(timeout=chunks[-1][0] + 60.0)
+        assert not writer.is_alive()
+        wait_for(
+            lambda: d.status()["recorder"]["derived"].get("laps", {}).get("lap_count", 0) >= 2,
+            "both laps timed",
+        )
+        d.signal(signal.SIGTERM)
+        assert d.wait_exit() == 0, d.stderr
+    finally:
+        d.stop()
+        device.close()
+    (recording,) = out.glob("*.wrtf")
+    with Reader(recording) as r:
+        frames = r.frames(0)
+        times = (r.frame_times_us(0) - r.sessions[0].time_base_us) / 1e6
+        live = recorded_session_laps(frames, times).laps  # what the daemon's plug-in wrote
+    assert [lap.number for lap in live] == [1, 2]
+    for got, want in zip(live, expected["laps"], strict=True):
+        assert abs(got.time_s - want["racechrono_s"]) < 0.1
+    done = run_cli("laps", str(recording), "--json")  # re-timed from the circuit in the metadata
+    assert done.returncode == 0, done.stderr
+    again = json.loads(done.stdout)["sessions"][0]["laps"]
+    assert [round(lap["time_s"], 2) for lap in again] == [round(lap.time_s, 2) for lap in live]

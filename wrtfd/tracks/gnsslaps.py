@@ -1,0 +1,647 @@
+"""Lap and sector timing from GNSS fixes against a circuit's lines (pure: no I/O, no clock).
+
+Fixes are projected into the circuit's local plane (metres). When the receiver reports its
+velocity (NAV-PVT's velN/velE, NMEA's speed and course), positions are smoothed by a small
+Kalman filter that predicts each fix from the previous one and the Doppler velocity: a receiver's
+velocity is good to a few cm/s while a single position is off by a metre or more, so the
+smoothed path crosses the line within a few milliseconds of the true time even at 20 m/s with
+metres of noise. Without velocity the raw fixes are used.
+
+A lap is a crossing of the start/finish *segment* in the driving direction, its time interpolated
+linearly between the two (smoothed) fixes either side. Rules, as in :mod:`wrtfd.tracks.laps`:
+
+- a crossing counts only after ``min_lap_m`` travelled since the previous one, so noise on the
+  line (or a car stopped on it) never counts twice; crossings the wrong way never count;
+- a jump (faster than ``max_speed_mps`` between fixes, beyond ``min_jump_m``) or a lost fix
+  (no fix for ``max_gap_s``) abandons the lap in progress: it is not timed, and timing restarts
+  at the next crossing;
+- sector lines count in driving order; a lap whose sector lines were not all crossed in order is
+  still timed, without sector times.
+
+Lap distance is the distance travelled since the line (the integral of speed when the receiver
+reports it, else the sum of steps between fixes), which is what a predictive delta by distance
+needs; each lap's (distance, time) trace is kept for the best and the last lap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from wrtfd.errors import TrackError
+from wrtfd.tracks.circuit import (
+    Circuit,
+    CircuitLine,
+    circuit_metadata,
+    circuits_in,
+    line_across,
+    pick_circuit,
+)
+from wrtfd.tracks.geodesy import LocalPlane
+from wrtfd.tracks.laps import Lap, LapState
+
+__all__ = [
+    "NO_FIX",
+    "GnssFields",
+    "GnssLapChannels",
+    "GnssLapTimer",
+    "PlaneLine",
+    "find_gnss_source",
+    "gnss_session_laps",
+    "has_gnss",
+    "nearest_circuit",
+    "plane_lines",
+    "timer_for",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PlaneLine:
+    """A timing line in plane metres; ``sign`` +1: the car drives along ``(b - a)`` turned right,
+    -1: turned left, 0: learnt from the first crossing."""
+
+    ax: float
+    ay: float
+    bx: float
+    by: float
+    sign: int = 1
+
+    def crossing(self, x0: float, y0: float, x1: float, y1: float) -> tuple[float, int] | None:
+        """Where the step (x0, y0) -> (x1, y1) crosses the segment: the fraction of the step and
+        the crossing's direction (+1 along the driving normal of ``"right"``), or None."""
+        dx, dy = self.bx - self.ax, self.by - self.ay
+        s0 = dy * (x0 - self.ax) - dx * (y0 - self.ay)  # > 0: right of a -> b
+        s1 = dy * (x1 - self.ax) - dx * (y1 - self.ay)
+        if (s0 < 0.0) == (s1 < 0.0) or s0 == s1:
+            return None
+        f = s0 / (s0 - s1)
+        qx, qy = x0 + f * (x1 - x0), y0 + f * (y1 - y0)
+        w = ((qx - self.ax) * dx + (qy - self.ay) * dy) / (dx * dx + dy * dy)
+        if not 0.0 <= w <= 1.0:
+            return None
+        return f, (1 if s1 > s0 else -1)
+
+
+def plane_lines(circuit: Circuit, plane: LocalPlane) -> tuple[PlaneLine, list[PlaneLine]]:
+    """The circuit's start/finish and sector lines in ``plane``."""
+    sign = {"right": 1, "left": -1, "either": 0}[circuit.direction]
+
+    def one(line: CircuitLine) -> PlaneLine:
+        ax, ay = plane.to_xy(line.a[0], line.a[1])
+        bx, by = plane.to_xy(line.b[0], line.b[1])
+        return PlaneLine(float(ax), float(ay), float(bx), float(by), sign)
+
+    return one(circuit.start), [one(s) for s in circuit.sectors]
+
+
+class GnssLapTimer:
+    """Stateful lap and sector timer over fixes ``(t, x, y[, v_east, v_north])`` in plane metres.
+
+    Times are whatever clock the fixes carry (seconds); laps come out on the same clock.
+    """
+
+    def __init__(
+        self,
+        start: PlaneLine,
+        sectors: Sequence[PlaneLine] = (),
+        *,
+        max_speed_mps: float = 120.0,
+        min_jump_m: float = 30.0,
+        max_gap_s: float = 2.0,
+        min_lap_m: float = 100.0,
+        position_noise_m: float = 1.0,
+        velocity_noise_mps: float = 0.5,
+    ) -> None:
+        self.start = start
+        self.sector_lines = list(sectors)
+        self.max_speed_mps = max_speed_mps
+        self.min_jump_m = min_jump_m
+        self.max_gap_s = max_gap_s
+        self.min_lap_m = min_lap_m
+        self.r = position_noise_m**2
+        self.sigma_v = velocity_noise_mps
+        self.laps: list[Lap] = []
+        self.lap_distances_m: dict[int, float] = {}
+        self.resets = 0
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything (a new session)."""
+        self.laps = []
+        self.lap_distances_m = {}
+        self._traces: dict[int, tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]] = {}
+        self._signs = [self.start.sign] + [s.sign for s in self.sector_lines]
+        self._lap = 0
+        self._session_t0: float | None = None
+        self._restart()
+
+    def _restart(self) -> None:
+        """After a jump or a gap: the lap in progress is abandoned, the filter starts again."""
+        self._t: float | None = None
+        self._raw = (0.0, 0.0)
+        self._est = (0.0, 0.0)
+        self._vel: tuple[float, float] | None = None
+        self._p = self.r
+        self._odo = 0.0
+        self._lap_start_t: float | None = None
+        self._lap_start_odo = 0.0
+        self._last_start_odo: float | None = None
+        self._state_t0 = 0.0
+        self._marks: list[float] = []
+        self._next_sector = 0
+        self._trace_d: list[float] = []
+        self._trace_t: list[float] = []
+
+    # --- feeding ------------------------------------------------------------------------------------
+
+    def update(
+        self, t: float, x: float, y: float, v_east: float | None = None, v_north: float | None = None
+    ) -> LapState:
+        """Feed one fix (times increasing; an equal or earlier time only gives the state)."""
+        vel = (v_east, v_north) if v_east is not None and v_north is not None else None
+        if vel is not None and not (math.isfinite(vel[0]) and math.isfinite(vel[1])):
+            vel = None
+        if self._session_t0 is None:
+            self._session_t0 = t
+        completed: Lap | None = None
+        if self._t is None:
+            self._begin(t, x, y, vel)
+        elif t > self._t:
+            dt = t - self._t
+            jump = math.hypot(x - self._raw[0], y - self._raw[1])
+            if dt > self.max_gap_s or jump > max(self.min_jump_m, self.max_speed_mps * dt):
+                self.resets += 1
+                self._restart()
+                self._begin(t, x, y, vel)
+            else:
+                completed = self._step(t, dt, x, y, vel)
+        return self._state(t, completed)
+
+    def _begin(self, t: float, x: float, y: float, vel: tuple[float, float] | None) -> None:
+        self._t = t
+        self._raw = (x, y)
+        self._est = (x, y)
+        self._vel = vel
+        self._p = self.r
+        self._state_t0 = t
+
+    def _step(self, t: float, dt: float, x: float, y: float, vel: tuple[float, float] | None) -> Lap | None:
+        x0, y0 = self._est
+        if vel is not None and self._vel is not None:
+            # predict with the mean velocity over the step, correct with the fix
+            px = x0 + 0.5 * (self._vel[0] + vel[0]) * dt
+            py = y0 + 0.5 * (self._vel[1] + vel[1]) * dt
+            p = self._p + (self.sigma_v * dt) ** 2
+            k = p / (p + self.r)
+            x1, y1 = px + k * (x - px), py + k * (y - py)
+            self._p = (1.0 - k) * p
+            step = 0.5 * (math.hypot(*self._vel) + math.hypot(*vel)) * dt
+        else:
+            x1, y1 = x, y
+            self._p = self.r
+            step = math.hypot(x1 - x0, y1 - y0)
+        t0 = self._t
+        assert t0 is not None
+        events: list[tuple[float, int, int]] = []  # (fraction, line index, direction)
+        for i, line in enumerate([self.start, *self.sector_lines]):
+            hit = line.crossing(x0, y0, x1, y1)
+            if hit is not None:
+                events.append((hit[0], i, hit[1]))
+        completed: Lap | None = None
+        for f, i, direction in sorted(events):
+            sign = self._signs[i]
+            if sign == 0:
+                self._signs[i] = sign = direction  # "either": the first crossing decides
+            if direction != sign:
+                continue
+            tc = t0 + f * dt
+            odo = self._odo + f * step
+            if i == 0:
+                completed = self._cross_start(tc, odo) or completed
+            elif self._lap_start_t is not None and i - 1 == self._next_sector:
+                self._marks.append(tc)
+                self._next_sector += 1
+        self._odo += step
+        self._t, self._raw, self._est, self._vel = t, (x, y), (x1, y1), vel
+        if self._lap_start_t is not None:
+            self._trace_d.append(self._odo - self._lap_start_odo)
+            self._trace_t.append(t - self._lap_start_t)
+        return completed
+
+    def _cross_start(self, tc: float, odo: float) -> Lap | None:
+        if self._last_start_odo is not None and odo - self._last_start_odo < self.min_lap_m:
+            return None  # noise on the line, or a car stopped across it
+        done: Lap | None = None
+        if self._lap_start_t is not None:
+            n = len(self.sector_lines)
+            times = [self._lap_start_t, *self._marks, tc]
+            sectors = tuple(b - a for a, b in pairwise(times)) if len(self._marks) == n and n else ()
+            done = Lap(self._lap, self._lap_start_t, tc, sectors)
+            self.laps.append(done)
+            self.lap_distances_m[self._lap] = odo - self._lap_start_odo
+            self._keep_trace(done, odo)
+        self._lap += 1
+        self._lap_start_t = tc
+        self._lap_start_odo = odo
+        self._last_start_odo = odo
+        self._marks = []
+        self._next_sector = 0
+        self._trace_d = [0.0]
+        self._trace_t = [0.0]
+        return done
+
+    def _keep_trace(self, lap: Lap, odo: float) -> None:
+        d = np.array([*self._trace_d, odo - self._lap_start_odo], dtype=np.float64)
+        tt = np.array([*self._trace_t, lap.time_s], dtype=np.float64)
+        self._traces[lap.number] = (d, tt)
+        best = self.best_lap
+        keep = {lap.number} | ({best.number} if best is not None else set())
+        for number in list(self._traces):
+            if number not in keep:
+                del self._traces[number]
+
+    def _state(self, t: float, completed: Lap | None) -> LapState:
+        if self._lap_start_t is not None:
+            return LapState(
+                self._lap,
+                self._odo - self._lap_start_odo,
+                self._next_sector,
+                t - self._lap_start_t,
+                completed,
+            )
+        return LapState(self._lap, self._odo, 0, t - self._state_t0, completed)
+
+    # --- results ----------------------------------------------------------------------------------
+
+    @property
+    def best_lap(self) -> Lap | None:
+        return min(self.laps, key=lambda lap: lap.time_s, default=None)
+
+    def trace(self, number: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
+        """Lap ``number``'s (lap distance m, lap time s) at every fix, line to line; kept for the
+        best and the last completed lap (None for the others)."""
+        return self._traces.get(number)
+
+
+def timer_for(
+    circuit: Circuit, *, plane: LocalPlane | None = None, **options: Any
+) -> tuple[GnssLapTimer, LocalPlane]:
+    """A timer for ``circuit`` and the plane its fixes must be projected into."""
+    plane = plane or circuit.plane()
+    start, sectors = plane_lines(circuit, plane)
+    return GnssLapTimer(start, sectors, **options), plane
+
+
+#: ``gps_fix_mode`` value of "no fix" (nmea and ubx definitions).
+NO_FIX = 1
+
+
+@dataclass(frozen=True, slots=True)
+class GnssFields:
+    """Where a GNSS source's frame keeps the fix (names of ``wrtfd/schemas`` nmea and ubx)."""
+
+    lat: str = "lat_deg"
+    lon: str = "lon_deg"
+    time_us: str | None = "fix_time_utc_us"
+    speed: str | None = "speed_mps"
+    course: str | None = "course_deg"
+    vel_n: str | None = "vel_n_mps"
+    vel_e: str | None = "vel_e_mps"
+    #: The fix dimension (nmea and ubx ``gps_fix_mode``): a frame saying 1 (no fix) is no fix.
+    fix_mode: str | None = "fix_mode"
+
+    def present(self, names: Sequence[str]) -> GnssFields:
+        """These fields, the optional ones dropped where ``names`` (a frame's fields) lacks them."""
+        have = set(names)
+
+        def opt(name: str | None) -> str | None:
+            return name if name is not None and name in have else None
+
+        return GnssFields(
+            self.lat,
+            self.lon,
+            opt(self.time_us),
+            opt(self.speed),
+            opt(self.course),
+            opt(self.vel_n),
+            opt(self.vel_e),
+            opt(self.fix_mode),
+        )
+
+
+class GnssLapChannels:
+    """Lap channels from a GNSS source's fixes. Implements ``wrtfd.recorder.derived.DerivedChannels``
+    with the channels, footer fields and ``live()`` of :class:`~wrtfd.tracks.lapchannels.LapChannels`
+    (``track_sector`` is -1 and ``offset`` 0: a circuit has no lane).
+
+    A new fix is a frame whose fix time (else position) differs from the previous one; frames in
+    between hold the lap distance and advance the lap time. Fix times are the receiver's (UTC);
+    laps are reported on the session clock (fix time plus the smallest frame-minus-fix offset seen).
+    """
+
+    def __init__(
+        self,
+        circuit: Circuit | None,
+        *,
+        source: str,
+        fields: GnssFields | None = None,
+        name: str = "laps",
+        candidates: Sequence[Circuit] = (),
+        pick_m: float = 3000.0,
+        on_pick: Callable[[Circuit, str], None] | None = None,
+        **options: Any,
+    ) -> None:
+        from wrtfd.tracks.lapchannels import LAP_FIELDS
+
+        self.name = name
+        self.source = source
+        self.fields = fields or GnssFields()
+        self._resolved = False
+        self.options = options
+        self.candidates = list(candidates)
+        self.pick_m = pick_m
+        #: Called with a circuit taken while recording and how: ``"picked, 0.2 km from the first
+        #: fix"`` or ``"laid across the car's heading by a mark"``.
+        self.pick_listeners: list[Callable[[Circuit, str], None]] = [on_pick] if on_pick else []
+        self._line_request: float | None = None
+        self._prev_fix: tuple[float, float, float, float | None, float | None] | None = None
+        self.circuit: Circuit | None = None
+        self.timer: GnssLapTimer | None = None
+        self.plane: LocalPlane | None = None
+        self._next_pick_t = -math.inf
+        if circuit is not None:
+            self.use(circuit)
+        self.definition: Mapping[str, Any] = {"fields": [dict(f) for f in LAP_FIELDS]}
+        self.footer_fields: Mapping[str, Any] = {
+            "lap_count": "uint16",
+            "best_lap_ms": "uint32",
+            "best_lap_number": "uint16",
+        }
+        self.start_session()
+
+    def use(self, circuit: Circuit) -> None:
+        """Time laps against ``circuit`` from now on (the laps so far are kept)."""
+        self.circuit = circuit
+        self.timer, self.plane = timer_for(circuit, **self.options)
+
+    def _pick(self, time_s: float, lat: float, lon: float) -> bool:
+        """With no circuit yet: the nearest candidate within ``pick_m`` of this fix (tried again
+        every 10 s of session time while none is near)."""
+        if time_s < self._next_pick_t:
+            return False
+        self._next_pick_t = time_s + 10.0
+        found = pick_circuit(lat, lon, self.candidates, max_m=self.pick_m)
+        if found is None:
+            return False
+        self.use(found[0])
+        self._tell(found[0], f"picked, {found[1] / 1000:.1f} km from the first fix")
+        return True
+
+    def _tell(self, circuit: Circuit, how: str) -> None:
+        for listener in self.pick_listeners:
+            listener(circuit, how)
+
+    def request_line(self, width_m: float = 30.0) -> None:
+        """Lay the start/finish line where the car is (``wrtfd mark --start-finish``): at the
+        next fix, across the car's path between the previous fix and it. Safe to call from any
+        thread (the recorder's thread acts on it)."""
+        if not 1.0 <= width_m <= 500.0:
+            raise ValueError("a start/finish line is 1 to 500 m wide")
+        self._line_request = width_m
+
+    def _lay_line(self, lat: float, lon: float) -> bool:
+        """The line between the previous fix and this one, across the step; timing starts again
+        against it with the crossing between the two fixes (lap 1 begins there)."""
+        width = self._line_request
+        prev = self._prev_fix
+        if width is None or prev is None:
+            return False
+        plane = LocalPlane(lat, lon)
+        px, py = plane.to_xy(prev[1], prev[2])
+        hx, hy = -float(px), -float(py)
+        if math.hypot(hx, hy) < 0.5:
+            return False  # not moving: wait for a fix that tells the heading
+        self._line_request = None
+        line = line_across(plane, float(px) / 2.0, float(py) / 2.0, hx, hy, width)
+        circuit = Circuit(f"start/finish marked at {lat:.5f}, {lon:.5f}", line, direction="right")
+        self.use(circuit)
+        assert self.timer is not None and self.plane is not None
+        x0, y0 = self.plane.to_xy(prev[1], prev[2])
+        self.timer.update(prev[0], float(x0), float(y0), prev[3], prev[4])
+        self._tell(circuit, "laid across the car's heading by a mark")
+        return True
+
+    def file_metadata(self) -> dict[str, str]:
+        """The circuit for the file's metadata (empty until one is known)."""
+        return circuit_metadata(self.circuit) if self.circuit is not None else {}
+
+    def start_session(self) -> None:
+        if self.timer is not None:
+            self.timer.reset()
+        self.laps: list[Lap] = []
+        self._last: LapState | None = None
+        self._last_key: tuple[float, float, float] | None = None
+        self._offset: float | None = None
+        self._fix_session_t = 0.0
+        self._prev_fix = None
+
+    def feed(
+        self,
+        time_s: float,
+        lat: float,
+        lon: float,
+        fix_time_s: float | None = None,
+        v_east: float | None = None,
+        v_north: float | None = None,
+        has_fix: bool = True,
+    ) -> LapState | None:
+        """One frame's values (session time ``time_s``); returns the state, None while no fix."""
+        if not has_fix or not (math.isfinite(lat) and math.isfinite(lon)) or (lat == 0.0 and lon == 0.0):
+            return self._last
+        t_fix = fix_time_s if fix_time_s is not None and fix_time_s > 0.0 else time_s
+        key = (t_fix, lat, lon) if fix_time_s is None else (t_fix, 0.0, 0.0)
+        if key == self._last_key:
+            return self._last
+        self._last_key = key
+        if self._line_request is not None:
+            self._lay_line(lat, lon)
+        self._prev_fix = (t_fix, lat, lon, v_east, v_north)
+        if self.timer is None and not self._pick(time_s, lat, lon):
+            return self._last
+        assert self.timer is not None and self.plane is not None
+        off = time_s - t_fix
+        if self._offset is None or off < self._offset or off - self._offset > 2.0:
+            self._offset = off
+        x, y = self.plane.to_xy(lat, lon)
+        st = self.timer.update(t_fix, float(x), float(y), v_east, v_north)
+        if st.completed is not None:
+            lap = st.completed
+            self.laps.append(
+                Lap(lap.number, lap.start_s + self._offset, lap.end_s + self._offset, lap.sector_times_s)
+            )
+            st = LapState(st.lap, st.lap_distance_m, st.sector, st.lap_time_s, self.laps[-1])
+        self._last = st
+        self._fix_session_t = t_fix + self._offset
+        return st
+
+    def _velocity(self, src: np.void) -> tuple[float | None, float | None]:
+        f = self.fields
+        if f.vel_n is not None and f.vel_e is not None:
+            vn, ve = float(src[f.vel_n]), float(src[f.vel_e])
+            if math.isfinite(vn) and math.isfinite(ve):
+                return ve, vn
+        if f.speed is not None and f.course is not None:
+            v, c = float(src[f.speed]), float(src[f.course])
+            if math.isfinite(v) and math.isfinite(c):
+                rad = math.radians(c)
+                return v * math.sin(rad), v * math.cos(rad)
+        return None, None
+
+    def compute(self, row: np.void, time_s: float) -> None:
+        src = row[self.source]
+        if not self._resolved:  # the optional fields this frame has (the wiring has checked lat/lon)
+            self.fields = self.fields.present(src.dtype.names or ())
+            self._resolved = True
+        f = self.fields
+        fix_t = float(src[f.time_us]) / 1e6 if f.time_us is not None else None
+        ve, vn = self._velocity(src)
+        has_fix = f.fix_mode is None or int(src[f.fix_mode]) != NO_FIX
+        st = self.feed(time_s, float(src[f.lat]), float(src[f.lon]), fix_t, ve, vn, has_fix)
+        out = row[self.name]
+        if st is None:
+            out["lap_number"] = 0
+            out["lap_distance"] = 0.0
+            out["sector"] = 0
+            out["lap_time"] = 0.0
+        else:
+            out["lap_number"] = min(st.lap, 65535)
+            out["lap_distance"] = st.lap_distance_m
+            out["sector"] = min(st.sector, 255)
+            out["lap_time"] = st.lap_time_s + max(0.0, time_s - self._fix_session_t)
+        out["track_sector"] = -1
+        out["offset"] = 0.0
+
+    @property
+    def best_lap(self) -> Lap | None:
+        return min(self.laps, key=lambda lap: lap.time_s, default=None)
+
+    def live(self) -> dict[str, Any]:
+        """The last and the best completed lap with sector times (for the live page)."""
+
+        def lap(one: Lap | None) -> dict[str, Any] | None:
+            if one is None:
+                return None
+            return {
+                "number": one.number,
+                "time_s": round(one.time_s, 3),
+                "sectors_s": [round(s, 3) for s in one.sector_times_s],
+            }
+
+        return {
+            "lap_count": len(self.laps),
+            "last": lap(self.laps[-1] if self.laps else None),
+            "best": lap(self.best_lap),
+            "circuit": self.circuit.name if self.circuit is not None else None,
+        }
+
+    def summary(self) -> Mapping[str, Any]:
+        best = self.best_lap
+        return {
+            "lap_count": min(len(self.laps), 65535),
+            "best_lap_ms": round(best.time_s * 1000) if best is not None else 0,
+            "best_lap_number": best.number if best is not None else 0,
+        }
+
+
+def find_gnss_source(
+    frames: np.ndarray, source: str | None = None, fields: GnssFields | None = None
+) -> tuple[str, GnssFields]:
+    """The source of a frame with latitude/longitude channels, and its fix fields.
+
+    :raises TrackError: none (or, with ``source``, not that one) has them.
+    """
+    base = fields or GnssFields()
+    names = frames.dtype.names or ()
+    candidates = [source] if source is not None else [n for n in names if n != "tick"]
+    for cand in candidates:
+        kind = frames.dtype[cand] if cand in names else None
+        if kind is not None and kind.names is not None and base.lat in kind.names and base.lon in kind.names:
+            return cand, base.present(kind.names)
+    where = f"source {source!r}" if source else "any source"
+    raise TrackError(f"no {base.lat}/{base.lon} channels in {where} of this recording")
+
+
+def has_gnss(frames: np.ndarray, source: str | None = None) -> bool:
+    """Whether a frame has a source with latitude/longitude channels."""
+    try:
+        find_gnss_source(frames, source)
+    except TrackError:
+        return False
+    return True
+
+
+def gnss_session_laps(
+    frames: np.ndarray,
+    times_s: npt.ArrayLike,
+    circuit: Circuit,
+    *,
+    source: str | None = None,
+    fields: GnssFields | None = None,
+    **options: Any,
+) -> tuple[list[Lap], GnssLapChannels]:
+    """Laps of one recorded session from its fixes, through the same plug-in as live.
+
+    :raises TrackError: no source of the frame has latitude and longitude channels.
+    """
+    found, use = find_gnss_source(frames, source, fields)
+    sub = frames[found]
+    plug = GnssLapChannels(circuit, source=found, fields=use, **options)
+    t = np.asarray(times_s, dtype=np.float64)
+    lat = np.asarray(sub[use.lat], dtype=np.float64)
+    lon = np.asarray(sub[use.lon], dtype=np.float64)
+    fix_t = np.asarray(sub[use.time_us], dtype=np.float64) / 1e6 if use.time_us is not None else None
+    ve = vn = None
+    if use.vel_n is not None and use.vel_e is not None:
+        ve, vn = np.asarray(sub[use.vel_e], np.float64), np.asarray(sub[use.vel_n], np.float64)
+    elif use.speed is not None and use.course is not None:
+        v = np.asarray(sub[use.speed], np.float64)
+        c = np.radians(np.asarray(sub[use.course], np.float64))
+        ve, vn = v * np.sin(c), v * np.cos(c)
+    fix_mode = np.asarray(sub[use.fix_mode], dtype=np.int64) if use.fix_mode is not None else None
+    for i in range(len(t)):
+        plug.feed(
+            float(t[i]),
+            float(lat[i]),
+            float(lon[i]),
+            None if fix_t is None else float(fix_t[i]),
+            None if ve is None else float(ve[i]),
+            None if vn is None else float(vn[i]),
+            fix_mode is None or int(fix_mode[i]) != NO_FIX,
+        )
+    return plug.laps, plug
+
+
+def nearest_circuit(
+    frames: Any, source: str | None, dirs: Sequence[Path], *, max_m: float = 3000.0
+) -> Circuit | None:
+    """For a recording's frames with GNSS fixes: the circuit nearest the first fix (None when the
+    frames have no fix, or no circuit is that near)."""
+    try:
+        found, fields = find_gnss_source(frames, source)
+    except TrackError:
+        return None
+    lat = np.asarray(frames[found][fields.lat], dtype=np.float64)
+    lon = np.asarray(frames[found][fields.lon], dtype=np.float64)
+    ok = np.flatnonzero(np.isfinite(lat) & np.isfinite(lon) & ~((lat == 0.0) & (lon == 0.0)))
+    if len(ok) == 0:
+        return None
+    candidates, _ = circuits_in(list(dirs))
+    picked = pick_circuit(float(lat[ok[0]]), float(lon[ok[0]]), candidates, max_m=max_m)
+    return None if picked is None else picked[0]
