@@ -4,8 +4,9 @@ Formats: pcap/pcapng captures of game UDP, candump -l logs and SavvyCAN/GVRET CS
 (with DBC files), NMEA logs of GPS receivers, iRacing .ibt telemetry, Racelogic .vbo logs, CARLA
 recorder files and .zddsrec captures. The format is detected from the file's magic bytes or
 structure, never by trying every parser (``--format`` overrides). Each importer module
-(``wrtfd.importers.<name>``) provides ``run_import(args) -> int`` and replays the foreign file through the same decoders,
-scheduler and recorder as live data, driven by the recorded timestamps; files appear only when
+(``wrtfd.importers.<name>``) provides ``run_import(args) -> int`` and replays the foreign file
+through the same decoders, scheduler and recorder as live data, driven by the recorded
+timestamps; files appear only when
 complete. See docs/import.md.
 
 ``--config DAEMON.toml`` (pcap, CAN and NMEA logs): the daemon builds the plan of its sources and

@@ -26,7 +26,7 @@ In the one real log here (Road America, ../shared/data/trackday) the second poin
 *behind* the first in the driving direction (north of it on a straight the car drives heading
 178 deg at every crossing): where the car was a moment before the gate was set. So the driving
 direction is taken as second point -> first point, and the gate line runs through the first
-point across it (docs/circuits.md). VBOX units themselves trigger a gate both ways.
+point across it (docs/import.md). VBOX units themselves trigger a gate both ways.
 
 Everything read is bounded (line length, channel count, file size per line read); a malformed
 data line is dropped and counted by reason, never a crash. Pure: text in, values out.
