@@ -8,17 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.vbo.road_america import imported_road_america
 from wrtfd.cli.main import main
 from wrtfd.format import Reader
-
-ROAD_AMERICA = "trackday/vbo/vbo-parser__25IR05_RdAm_FP1_Run04_KO.vbo"
 
 
 @pytest.fixture(scope="module")
 def imported(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("vbo") / "ra.wrtf"
-    assert main(["import", str(shared_data / ROAD_AMERICA), "-o", str(out)]) == 0
-    return out
+    return imported_road_america(shared_data, tmp_path_factory)
 
 
 def test_gpx_export_holds_every_fix(imported: Path, tmp_path: Path) -> None:

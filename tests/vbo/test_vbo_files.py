@@ -14,11 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.vbo.road_america import ROAD_AMERICA
 from wrtfd.errors import ImportFormatError
 from wrtfd.vbo.reader import VboChannel, VboGate, hhmmss_to_seconds, looks_like_vbo, read_vbo
 from wrtfd.vbo.writer import format_gate, write_vbo
-
-ROAD_AMERICA = "trackday/vbo/vbo-parser__25IR05_RdAm_FP1_Run04_KO.vbo"
 
 
 def _sections(raw: str) -> dict[str, list[str]]:

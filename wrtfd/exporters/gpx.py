@@ -20,7 +20,7 @@ import numpy as np
 
 from wrtfd import __version__
 from wrtfd.errors import ExportError
-from wrtfd.exporters.channels import Channel, numeric_channels
+from wrtfd.exporters.channels import Channel
 from wrtfd.exporters.summary import ExportSummary, FramesProgress
 from wrtfd.exporters.vbo import GNSS_FIELDS, gnss_source
 from wrtfd.format.export import export_frames, select_sessions
@@ -51,11 +51,10 @@ def export_gpx(
     """
     import gpxpy.gpx
 
-    channels = numeric_channels(reader.schema)
-    source = gnss_source(channels)
+    source, channels = gnss_source(reader, "a GPX track")
     lat_c, lon_c = _field(channels, source, "lat"), _field(channels, source, "long")
-    if source is None or lat_c is None or lon_c is None:
-        raise ExportError(f"{reader.path}: no GNSS source (latitude and longitude channels) for a GPX track")
+    if lat_c is None or lon_c is None:  # gnss_source found both: never
+        raise ExportError(f"{reader.path}: no GNSS position for a GPX track")
     ele_c = _field(channels, source, "height")
     gpx = gpxpy.gpx.GPX()
     gpx.creator = f"wrtfd {__version__}"

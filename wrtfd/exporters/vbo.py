@@ -46,15 +46,20 @@ GNSS_FIELDS: dict[str, tuple[tuple[str, ...], float]] = {
 DERIVED_SOURCES = frozenset({"laps", "stale"})
 
 
-def gnss_source(channels: Sequence[Channel]) -> str | None:
-    """The source whose channels hold latitude and longitude (the first such), if any."""
+def gnss_source(reader: Reader, what: str) -> tuple[str | None, list[Channel]]:
+    """The source whose channels hold latitude and longitude (the first such), and every
+    numeric channel of the recording.
+
+    :raises ExportError: no source has both (``what`` names the export in the message).
+    """
+    channels = numeric_channels(reader.schema)
     by_source: dict[str | None, set[str]] = {}
     for c in channels:
         by_source.setdefault(c.source, set()).add(c.local_name)
     for source, names in by_source.items():
         if any(n in names for n in GNSS_FIELDS["lat"][0]) and any(n in names for n in GNSS_FIELDS["long"][0]):
-            return source
-    return None
+            return source, channels
+    raise ExportError(f"{reader.path}: no GNSS source (latitude and longitude channels) for {what}")
 
 
 def _gates(reader: Reader) -> list[VboGate]:
@@ -80,12 +85,7 @@ def export_vbo(
     :raises ExportError: the recording has no GNSS position.
     :raises FormatError: a session the file does not have.
     """
-    channels = numeric_channels(reader.schema)
-    gnss = gnss_source(channels)
-    if gnss is None:
-        raise ExportError(
-            f"{reader.path}: no GNSS source (latitude and longitude channels): a VBO file is a GNSS log"
-        )
+    gnss, channels = gnss_source(reader, "a VBO file (a GNSS log)")
     standard: dict[str, Channel] = {}
     used: set[str] = set()
     for column, (names, _) in GNSS_FIELDS.items():
