@@ -8,6 +8,8 @@ OUT        what                                                   needs
 .ld        MoTeC i2: one .ld + .ldx per session (-s0, -s1 ...)     nothing
 .mcap      Foxglove: a topic per source, GPS as LocationFix        wrtfd[mcap]
 .mf4       ASAM MDF 4 (asammdf, CANape, MATLAB)                    wrtfd[mdf]
+.vbo       Racelogic VBO (Circuit Tools), from the GNSS source     nothing
+.gpx       GPX 1.1 track of the GNSS source (video overlays)       wrtfd[gnss]
 =========  =====================================================  ==========================
 
 Only frames that pass the frame check are exported; its field is a column only with
@@ -33,17 +35,22 @@ __all__ = ["register"]
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "export",
-        help="export a recording to CSV, Parquet, MoTeC .ld, MCAP or MDF4",
+        help="export a recording to CSV, Parquet, MoTeC .ld, MCAP, MDF4, VBO or GPX",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("file", type=Path, help="WRTF file")
     p.add_argument(
-        "-o", "--output", type=Path, required=True, metavar="OUT", help="OUT.csv|.parquet|.ld|.mcap|.mf4"
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        metavar="OUT",
+        help="OUT.csv|.parquet|.ld|.mcap|.mf4|.vbo|.gpx",
     )
     p.add_argument(
         "--format",
-        choices=["csv", "parquet", "ld", "mcap", "mf4"],
+        choices=["csv", "parquet", "ld", "mcap", "mf4", "vbo", "gpx"],
         help="output format (default: OUT's suffix)",
     )
     p.add_argument("--session", type=int, help="only this session (default: all)")

@@ -1,11 +1,12 @@
 """``wrtfd import FILE -o OUT``: convert another recorder's file into WRTF.
 
 Formats: pcap/pcapng captures of game UDP, candump -l logs and SavvyCAN/GVRET CSV of CAN buses
-(with DBC files), NMEA logs of GPS receivers, iRacing .ibt telemetry, CARLA recorder files and
-.zddsrec captures. The format is detected from the file's magic bytes or structure, never by
-trying every parser (``--format`` overrides). Each importer module (``wrtfd.importers.<name>``)
-provides ``run_import(args) -> int`` and replays the foreign file through the same decoders,
-scheduler and recorder as live data, driven by the recorded timestamps; files appear only when
+(with DBC files), NMEA logs of GPS receivers, iRacing .ibt telemetry, Racelogic .vbo logs, CARLA
+recorder files and .zddsrec captures. The format is detected from the file's magic bytes or
+structure, never by trying every parser (``--format`` overrides). Each importer module
+(``wrtfd.importers.<name>``) provides ``run_import(args) -> int`` and replays the foreign file
+through the same decoders, scheduler and recorder as live data, driven by the recorded
+timestamps; files appear only when
 complete. See docs/import.md.
 
 ``--config DAEMON.toml`` (pcap, CAN and NMEA logs): the daemon builds the plan of its sources and
@@ -33,6 +34,7 @@ IMPORTERS: dict[str, str] = {
     "savvycan": "wrtfd.importers.can_log",
     "nmea": "wrtfd.importers.nmea_log",
     "ibt": "wrtfd.importers.ibt",
+    "vbo": "wrtfd.importers.vbo",
 }
 
 #: Formats whose ``--config`` is a daemon config (for .zddsrec it is a channel mapping).
@@ -65,6 +67,7 @@ def detect_format(path: Path) -> str:
     from wrtfd.importers.can_log import is_savvycan_header
     from wrtfd.importers.ibt import looks_like_ibt
     from wrtfd.pcap.reader import capture_kind
+    from wrtfd.vbo.reader import looks_like_vbo
 
     with path.open("rb") as f:
         head = f.read(HEAD_BYTES)
@@ -80,6 +83,8 @@ def detect_format(path: Path) -> str:
         return "pcap"
     if looks_like_ibt(head, size):
         return "ibt"
+    if looks_like_vbo(head):
+        return "vbo"
     lines = _first_lines(head)
     if lines and is_savvycan_header(lines[0]):
         return "savvycan"
@@ -90,14 +95,15 @@ def detect_format(path: Path) -> str:
         return "nmea"
     raise ImportFormatError(
         f"{path}: not a known recording format (pcap/pcapng, candump -l, SavvyCAN CSV, NMEA log,"
-        " iRacing .ibt, CARLA recorder, .zddsrec); use --format"
+        " iRacing .ibt, Racelogic .vbo, CARLA recorder, .zddsrec); use --format"
     )
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "import",
-        help="convert captures and logs (pcap, candump, SavvyCAN, NMEA, .ibt, CARLA, .zddsrec) into WRTF",
+        help="convert captures and logs (pcap, candump, SavvyCAN, NMEA, .ibt, .vbo, CARLA, .zddsrec)"
+        " into WRTF",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -8,6 +8,8 @@ suffix   what                           needs (extra)             module
 .ld      MoTeC i2 log + ``.ldx``        nothing                   wrtfd.exporters.motec
 .mcap    Foxglove (JSON-schema'd MCAP)  mcap (``mcap``)           wrtfd.exporters.mcap_out
 .mf4     ASAM MDF 4                     asammdf (``mdf``)         wrtfd.exporters.mdf
+.vbo     Racelogic VBO (Circuit Tools)  nothing                   wrtfd.exporters.vbo
+.gpx     GPX 1.1 track (video overlays) gpxpy (``gnss``)          wrtfd.exporters.gpx
 ======== ============================== ========================= =====================
 
 Every export goes through :func:`export_recording`: the format comes from the suffix, a missing
@@ -48,6 +50,8 @@ FORMATS: dict[str, ExportFormat] = {
     "ld": ExportFormat("ld", "MoTeC .ld", None, None),
     "mcap": ExportFormat("mcap", "MCAP", "mcap", "mcap"),
     "mf4": ExportFormat("mf4", "MDF4", "asammdf", "mdf"),
+    "vbo": ExportFormat("vbo", "VBO", None, None),
+    "gpx": ExportFormat("gpx", "GPX", "gpxpy", "gnss"),
 }
 
 
@@ -128,6 +132,13 @@ def export_recording(
             summary = export_mcap(
                 reader, outputs.path(output), sessions=sessions, track=track, progress=progress
             )
+            summary = ExportSummary([output], summary.frames, summary.detail)
+        elif spec.name in ("vbo", "gpx"):
+            from wrtfd.exporters.gpx import export_gpx
+            from wrtfd.exporters.vbo import export_vbo
+
+            export = export_vbo if spec.name == "vbo" else export_gpx
+            summary = export(reader, outputs.path(output), sessions=sessions, progress=progress)
             summary = ExportSummary([output], summary.frames, summary.detail)
         else:
             from wrtfd.exporters.mdf import export_mdf
