@@ -1,4 +1,5 @@
-"""MCAP export for Foxglove: read back with the mcap reader, every message checked against its schema."""
+"""MCAP export for Foxglove, JSON encoding: read back with the mcap reader, every message checked
+against its schema (the CDR encoding: test_mcap_cdr.py)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def read_all(
 
 def test_forza_topics_values_times_and_laps(forza_road: Path, tmp_path: Path) -> None:
     out = tmp_path / "run.mcap"
-    assert main(["export", str(forza_road), "-o", str(out)]) == 0
+    assert main(["export", str(forza_road), "-o", str(out), "--mcap-encoding", "json"]) == 0
     topics, names, metadata = read_all(out)
     assert names == {
         "/forza": "wrtfd.forza",
@@ -81,7 +82,7 @@ def test_forza_topics_values_times_and_laps(forza_road: Path, tmp_path: Path) ->
 
 def test_gps_location_fixes_for_the_map(gps_drive: Path, tmp_path: Path) -> None:
     out = tmp_path / "gps.mcap"
-    assert main(["export", str(gps_drive), "-o", str(out)]) == 0
+    assert main(["export", str(gps_drive), "-o", str(out), "--mcap-encoding", "json"]) == 0
     topics, names, _ = read_all(out)
     assert names["/gps/fix"] == "foxglove.LocationFix" and names["/gps"] == "wrtfd.gps"
     fixes = topics["/gps/fix"]
@@ -105,7 +106,7 @@ def test_nan_enum_text_and_top_level_fields(tmp_path: Path) -> None:
     src = tmp_path / "car.wrtf"
     write_car_file(src)
     out = tmp_path / "car.mcap"
-    assert main(["export", str(src), "-o", str(out), "--session", "0"]) == 0
+    assert main(["export", str(src), "-o", str(out), "--session", "0", "--mcap-encoding", "json"]) == 0
     topics, names, _ = read_all(out)
     assert set(names) == {"/frame", "/wrtfd/log"}
     msgs = [m[2] for m in topics["/frame"]]

@@ -6,7 +6,7 @@ OUT        what                                                   needs
 .csv       flat table: session, tick, time_us, one column a leaf   (pyarrow when installed)
 .parquet   the same table                                          wrtfd[parquet]
 .ld        MoTeC i2: one .ld + .ldx per session (-s0, -s1 ...)     nothing
-.mcap      Foxglove: a topic per source, GPS as LocationFix        wrtfd[mcap]
+.mcap      Foxglove: ROS 2 (CDR) frames, GPS as LocationFix        wrtfd[mcap]
 .mf4       ASAM MDF 4 (asammdf, CANape, MATLAB)                    wrtfd[mdf]
 .vbo       Racelogic VBO (Circuit Tools), from the GNSS source     nothing
 .gpx       GPX 1.1 track of the GNSS source (video overlays)       wrtfd[gnss]
@@ -58,6 +58,12 @@ def register(subparsers: Any) -> None:
         "--track", type=Path, help="track file: re-detect laps from positions (.ld beacons, .mcap laps)"
     )
     p.add_argument(
+        "--mcap-encoding",
+        choices=["cdr", "json"],
+        default="cdr",
+        help=".mcap: frames as ROS 2 CDR messages, one topic (default), or JSON, a topic per source",
+    )
+    p.add_argument(
         "--raw-names", action="store_true", help=".ld: keep every channel's own name (no MoTeC names)"
     )
     add_check_option(p)
@@ -95,6 +101,7 @@ def _run(args: argparse.Namespace) -> int:
                 motec_names=not args.raw_names,
                 progress=progress,
                 with_check=args.with_check,
+                mcap_encoding=args.mcap_encoding,
             )
             dropped = dropped_frames(r, sessions)
     finally:

@@ -6,7 +6,7 @@ suffix   what                           needs (extra)             module
 .csv     flat table                     (pyarrow if installed)    wrtfd.format.export
 .parquet flat table                     pyarrow (``parquet``)     wrtfd.format.export
 .ld      MoTeC i2 log + ``.ldx``        nothing                   wrtfd.exporters.motec
-.mcap    Foxglove (JSON-schema'd MCAP)  mcap (``mcap``)           wrtfd.exporters.mcap_out
+.mcap    Foxglove (ROS 2 CDR or JSON)   mcap (``mcap``)           wrtfd.exporters.mcap_out
 .mf4     ASAM MDF 4                     asammdf (``mdf``)         wrtfd.exporters.mdf
 .vbo     Racelogic VBO (Circuit Tools)  nothing                   wrtfd.exporters.vbo
 .gpx     GPX 1.1 track (video overlays) gpxpy (``gnss``)          wrtfd.exporters.gpx
@@ -95,6 +95,7 @@ def export_recording(
     motec_names: bool = True,
     progress: FramesProgress | None = None,
     with_check: bool = False,
+    mcap_encoding: str = "cdr",
 ) -> ExportSummary:
     """Export ``sessions`` (default: all) of ``reader`` to ``output``; atomic.
 
@@ -130,7 +131,12 @@ def export_recording(
             from wrtfd.exporters.mcap_out import export_mcap
 
             summary = export_mcap(
-                reader, outputs.path(output), sessions=sessions, track=track, progress=progress
+                reader,
+                outputs.path(output),
+                sessions=sessions,
+                track=track,
+                progress=progress,
+                encoding=mcap_encoding,
             )
             summary = ExportSummary([output], summary.frames, summary.detail)
         elif spec.name in ("vbo", "gpx"):
