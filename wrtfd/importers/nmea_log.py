@@ -253,7 +253,7 @@ def import_nmea_log(
     metadata = {"import.file": path.name, "import.format": "nmea"}
     epochs = _Epochs()
     with staging_dir(output) as staging:
-        groups = GroupReplay(wall_us=lambda rx_ns: (rx_ns + shift_ns) // 1000)
+        groups = GroupReplay(wall_ns=lambda rx_ns: rx_ns + shift_ns)
         if plan is not None:
             add_groups(plan, groups, staging=staging, rate_hz=rate_hz, metadata=metadata)
             sources = plan.of_protocol("nmea")
