@@ -41,16 +41,17 @@ def _run(args: argparse.Namespace) -> int:
     from wrtfd.format import Reader
     from wrtfd.format.markers import session_marker_rows
     from wrtfd.tracks import load_track
-    from wrtfd.tracks.analysis import session_laps
+    from wrtfd.tracks.analysis import recorded_timing_sectors, session_laps
 
     track = load_track(args.track) if args.track else None
     result: list[dict[str, Any]] = []
     with Reader(args.file) as r:
         indices = range(len(r.sessions)) if args.session is None else [args.session]
+        sectors = recorded_timing_sectors(r.metadata)
         for i in indices:
             frames = r.frames(i)
             times = (r.frame_times_us(i) - r.sessions[i].time_base_us) / 1e6
-            found = session_laps(frames, times, track, source=args.source, lane=args.lane)
+            found = session_laps(frames, times, track, source=args.source, lane=args.lane, sectors=sectors)
             laps: list[dict[str, Any]] = [
                 {
                     "lap": lap.number,

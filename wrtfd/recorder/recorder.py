@@ -184,7 +184,10 @@ class Recorder:
                 merge=MergePolicy(policy.merge),
             ),
         )
-        meta = {"wrtfd.sources": ", ".join(s.name for s in self.sources), **dict(policy.metadata)}
+        meta = {"wrtfd.sources": ", ".join(s.name for s in self.sources)}
+        for d in self.derived:  # a plug-in's own (the lap channels' timing sectors)
+            meta.update(getattr(d, "metadata", None) or {})
+        meta.update(policy.metadata)
         meta.update(metadata or {})
         drivers = [s.name for s in self.sources if s.drives_frames]
         self.sink = FileSink(
