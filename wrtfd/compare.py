@@ -7,6 +7,12 @@ axis they share. The delta at distance d is ``time_b(d) - time_a(d)``, the time 
 to get there (positive: B is behind); it is interpolated linearly between frames, from (0, 0)
 at the line to (lap length, lap time) at the next crossing, so it ends at the lap-time
 difference and is exactly zero for a lap against itself.
+
+Each lap's distance is taken as a fraction of its own length: a lap from recorded lap channels
+knows its length only as the furthest distance its frames recorded, which differs between two
+files by up to a frame's travel (60 Hz against 50 Hz: 0.2 m of 205 m). Compared at the same
+fraction, both laps reach their lines together and the delta ends at the lap-time difference
+(compared at the same metre, the longer estimate would not have reached its end yet).
 """
 
 from __future__ import annotations
@@ -105,6 +111,9 @@ def lap_trace(
 
 
 def time_delta(a: LapTrace, b: LapTrace, points: int = 2000) -> tuple[FloatArray, FloatArray]:
-    """(distance grid, time of B minus time of A) over the shorter of the two lap lengths."""
-    grid = np.linspace(0.0, min(a.length_m, b.length_m), points)
-    return grid, b.time_at(grid) - a.time_at(grid)
+    """(distance grid over the shorter of the two lap lengths, time of B minus time of A at the
+    same fraction of each lap's own length): it ends at the lap-time difference."""
+    length = min(a.length_m, b.length_m)
+    grid = np.linspace(0.0, length, points)
+    fraction = grid / length if length > 0.0 else np.zeros_like(grid)
+    return grid, b.time_at(fraction * b.length_m) - a.time_at(fraction * a.length_m)

@@ -11,7 +11,10 @@ from tests.exporters.conftest import OVAL, ROAD, simulated
 from wrtfd.cli.compare import LapRef, load_lap, parse_lap_ref
 from wrtfd.cli.main import main
 from wrtfd.compare import LapTrace, time_delta
-from wrtfd.tracks import Lap, load_track
+from wrtfd.simulate import Simulation, TrackInfo, make_encoder
+from wrtfd.simulate.record import record_simulation
+from wrtfd.tracks import LanePath, Lap, load_track, timing_sectors
+from wrtfd.tracks.lapchannels import lap_channels_for
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +61,46 @@ def test_delta_ends_at_the_lap_time_difference(drives: dict[str, Path]) -> None:
     assert a.length_m == b.length_m  # one session: one lap length
     assert delta[-1] == pytest.approx(b.lap.time_s - a.lap.time_s, abs=1e-9)
     assert np.all(np.diff(a.distance_m) >= -1e-6) and grid[-1] == min(a.length_m, b.length_m)
+
+
+def test_laps_of_two_estimated_lengths_end_at_the_lap_time_difference() -> None:
+    """One lap at 10 m/s over 100 m; B the same lap 1% slower. Recorded lap channels give each
+    lap's length as the furthest distance recorded: 99.5 m for A, 99.0 m for B (frames at other
+    phases). The delta still ends at 10.1 - 10.0 s and is 1% of the time all along."""
+    da = list(np.arange(0.5, 100.0, 1.0))
+    db = list(np.arange(0.0, 99.5, 1.5))
+    a = trace(da, [x / 10 for x in da], 10.0, 99.5)
+    b = trace(db, [x / 10 * 1.01 for x in db], 10.1, 99.0)
+    grid, delta = time_delta(a, b, points=51)
+    assert delta[-1] == pytest.approx(10.1 - 10.0, abs=1e-12)
+    time_a = np.interp(grid, [0.0, *da, 99.5], [0.0, *(x / 10 for x in da), 10.0])
+    assert delta == pytest.approx(0.01 * time_a, abs=0.06)  # B's frames stop 1 m short of its line
+
+
+def simulated_at(out: Path, protocol: str, rate_hz: float, seed: int) -> Path:
+    """The drive of ``seed`` on the oval (one car, one driver), recorded through ``protocol``
+    at ``rate_hz``, with lap channels."""
+    track = load_track(OVAL)
+    path = LanePath(track)
+    sectors = timing_sectors(track, path)
+    sim = Simulation(path, laps=2, rate_hz=rate_hz, seed=seed, sectors_m=sectors)
+    encoder = make_encoder(protocol, TrackInfo(track.name, path.length_m, sectors, 2), seed=seed)
+    derived = [lap_channels_for(track, source=protocol, protocol=protocol)]
+    (file,) = record_simulation(sim, encoder, out, protocol=protocol, derived=derived)
+    return file
+
+
+def test_the_same_lap_through_two_sources_ends_at_the_lap_time_difference(tmp_path: Path) -> None:
+    """The same simulated drive through Forza at 60 Hz and F1 at 50 Hz: each file's lap length
+    is estimated from its own frames (205.66 m and 205.45 m here), yet the delta ends at the
+    lap-time difference, and never strays beyond a frame's time from zero along the lap."""
+    a = load_lap(LapRef(simulated_at(tmp_path / "a", "forza", 60.0, seed=4), 1), None, None, "A")
+    b = load_lap(LapRef(simulated_at(tmp_path / "b", "f1", 50.0, seed=4), 1), None, None, "B")
+    assert a.length_m != b.length_m
+    _, delta = time_delta(a, b)
+    assert delta[0] == 0.0
+    assert delta[-1] == pytest.approx(b.lap.time_s - a.lap.time_s, abs=1e-12)
+    assert np.max(np.abs(delta)) < 1 / 50
 
 
 def test_two_games_on_one_track_align_by_lap_distance(drives: dict[str, Path]) -> None:

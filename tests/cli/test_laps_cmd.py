@@ -12,7 +12,7 @@ import pytest
 from wrtfd.simulate import Simulation, TrackInfo, make_encoder
 from wrtfd.simulate.record import record_simulation
 from wrtfd.tracks import LanePath, load_track, timing_sectors
-from wrtfd.tracks.lapchannels import lap_channels_for
+from wrtfd.tracks.lapchannels import LapChannels, lap_channels_for
 
 REPO = Path(__file__).resolve().parents[2]
 OVAL = REPO / "config" / "tracks" / "oval.trk"
@@ -109,3 +109,51 @@ def test_format_lap_time() -> None:
     assert format_lap_time(83.4564) == "1:23.456"
     assert format_lap_time(42.1) == "42.100"
     assert format_lap_time(60.0) == "1:00.000"
+
+
+def record_with_live_laps(out: Path, *, seed: int, keep_sectors: bool = True) -> tuple[Path, LapChannels]:
+    """Three laps of the oval through F1 with the lap-channel plug-in the daemon uses; the
+    plug-in is returned as the recording left it (what the live page read from it)."""
+    track = load_track(OVAL)
+    path = LanePath(track)
+    sectors = timing_sectors(track, path)
+    plugin = lap_channels_for(track, source="f1", protocol="f1")
+    if not keep_sectors:  # as a recording made before the plug-in wrote its sectors
+        plugin.metadata = {}
+    sim = Simulation(path, laps=3, rate_hz=60.0, seed=seed, sectors_m=sectors)
+    encoder = make_encoder("f1", TrackInfo(track.name, path.length_m, sectors, 3), seed=seed)
+    (file,) = record_simulation(sim, encoder, out, protocol="f1", derived=[plugin])
+    return file, plugin
+
+
+def test_recorded_lap_channels_give_the_live_pages_sector_times(tmp_path: Path) -> None:
+    """``wrtfd laps --json`` without a track: each lap's sector times from the recorded
+    ``laps.sector``/``laps.lap_distance`` channels and the timing sectors, as the live page
+    showed them (LapChannels.live(), to its millisecond)."""
+    file, plugin = record_with_live_laps(tmp_path / "rec", seed=21)
+    r = wrtfd("laps", str(file), "--json")
+    assert r.returncode == 0, r.stderr
+    laps = [lap for s in json.loads(r.stdout)["sessions"] for lap in s["laps"]]
+    live_laps = plugin.detector.laps
+    assert [lap["lap"] for lap in laps] == [lap.number for lap in live_laps] == [1, 2, 3]
+    for got, live in zip(laps, live_laps, strict=True):
+        assert len(got["sectors_s"]) == 3
+        assert got["sectors_s"] == pytest.approx(list(live.sector_times_s), abs=1e-4)
+        assert sum(got["sectors_s"]) == pytest.approx(got["time_s"], abs=1e-9)
+    page = plugin.live()["best"]
+    (best,) = [lap for lap in laps if lap["lap"] == page["number"]]
+    assert best["sectors_s"] == pytest.approx(page["sectors_s"], abs=1e-3)
+    table = wrtfd("laps", str(file)).stdout
+    assert "S3" in table
+
+
+def test_sector_times_of_a_recording_without_its_sectors_are_close(tmp_path: Path) -> None:
+    """A file whose lap channels did not record the timing sectors: the sector boundaries are
+    placed between the frames where ``laps.sector`` changes, close to the live times."""
+    file, plugin = record_with_live_laps(tmp_path / "old", seed=22, keep_sectors=False)
+    r = wrtfd("laps", str(file), "--json")
+    assert r.returncode == 0, r.stderr
+    laps = [lap for s in json.loads(r.stdout)["sessions"] for lap in s["laps"]]
+    assert len(laps) == len(plugin.detector.laps) == 3
+    for got, live in zip(laps, plugin.detector.laps, strict=True):
+        assert got["sectors_s"] == pytest.approx(list(live.sector_times_s), abs=TICK_S / 2)

@@ -64,7 +64,7 @@ def _run(args: argparse.Namespace) -> int:
     from wrtfd.format import Reader
     from wrtfd.format.markers import session_marker_rows
     from wrtfd.tracks import load_track
-    from wrtfd.tracks.analysis import session_laps
+    from wrtfd.tracks.analysis import recorded_timing_sectors, session_laps
     from wrtfd.tracks.circuit import load_circuit, recorded_circuit
     from wrtfd.tracks.gnsslaps import gnss_session_laps, has_gnss, nearest_circuit
 
@@ -77,6 +77,7 @@ def _run(args: argparse.Namespace) -> int:
         if circuit is None and track is None and r.sessions:
             circuit = nearest_circuit(r.frames(0), args.source, [args.circuits] if args.circuits else [])
         indices = range(len(r.sessions)) if args.session is None else [args.session]
+        sectors = recorded_timing_sectors(r.metadata)
         for i in indices:
             frames = r.frames(i)
             times = (r.frame_times_us(i) - r.sessions[i].time_base_us) / 1e6
@@ -92,7 +93,9 @@ def _run(args: argparse.Namespace) -> int:
                         "this GNSS recording has no lap channels and no known circuit near its first fix;"
                         " give --circuit FILE (docs/circuits.md)"
                     )
-                found_laps = session_laps(frames, times, track, source=args.source, lane=args.lane).laps
+                found_laps = session_laps(
+                    frames, times, track, source=args.source, lane=args.lane, sectors=sectors
+                ).laps
             laps: list[dict[str, Any]] = [
                 {
                     "lap": lap.number,

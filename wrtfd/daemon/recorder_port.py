@@ -89,10 +89,12 @@ def build_recorder(
     metadata: Mapping[str, str] | None = None,
     hub: ObserverHub | None = None,
     group: str = "",
+    wall_offset_ns: int | None = None,
 ) -> LiveRecorder:
     """The :class:`wrtfd.recorder.LiveRecorder` for ``built`` sources (nothing touches disk yet).
 
-    ``derived`` are plug-ins such as lap channels; ``metadata`` is added to the files' own.
+    ``derived`` are plug-ins such as lap channels; ``metadata`` is added to the files' own;
+    ``wall_offset_ns``: wall = monotonic + this (the daemon's one offset, its tap's too).
     """
     from wrtfd.recorder import LiveRecorder
     from wrtfd.recorder.trigger import TriggerPolicy
@@ -135,6 +137,7 @@ def build_recorder(
             group=group,
             source_clock=rc.clock == "source",
             trigger=trigger,
+            wall_offset_ns=wall_offset_ns,
         )
     except ConfigError as exc:
         where = (

@@ -34,9 +34,15 @@ def tap_interfaces(loaded: LoadedConfig, built: Sequence[BuiltSource]) -> list[T
 
 
 def build_tap(
-    loaded: LoadedConfig, built: Sequence[BuiltSource], output_dir: Path, hub: ObserverHub
+    loaded: LoadedConfig,
+    built: Sequence[BuiltSource],
+    output_dir: Path,
+    hub: ObserverHub,
+    *,
+    wall_offset_ns: int | None = None,
 ) -> RawTap | None:
-    """The tap, its sinks set on the tapped sources and its observer on ``hub``; None: no tap."""
+    """The tap, its sinks set on the tapped sources and its observer on ``hub``; None: no tap.
+    ``wall_offset_ns``: wall = monotonic + this, the recordings' offset (None: its own)."""
     interfaces = tap_interfaces(loaded, built)
     if not interfaces:
         return None
@@ -46,6 +52,7 @@ def build_tap(
         output_dir=output_dir,
         max_bytes=rc.raw_tap_max_bytes,
         fsync_interval_s=rc.fsync_interval_s,
+        wall_offset_ns=wall_offset_ns,
     )
     tapped = {iface.source for iface in interfaces}
     for b in built:

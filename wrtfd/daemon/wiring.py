@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -490,6 +491,7 @@ def _recorder(
     *,
     check_pins: bool = True,
     hub: ObserverHub | None = None,
+    wall_offset_ns: int | None = None,
 ) -> RecorderGroups:
     """One live recorder per recording group, behind the single-recorder interface.
 
@@ -512,7 +514,15 @@ def _recorder(
                 if isinstance(d, GnssLapChannels):
                     d.pick_listeners.append(_pick_teller(hub, d.source))
         groups[group] = build_recorder(
-            loaded, group_built, output_dir, env, derived=derived, metadata=metadata, hub=hub, group=group
+            loaded,
+            group_built,
+            output_dir,
+            env,
+            derived=derived,
+            metadata=metadata,
+            hub=hub,
+            group=group,
+            wall_offset_ns=wall_offset_ns,
         )
         if check_pins:
             check_pinned_schema(loaded, group, groups[group].recorder.schema)
@@ -600,8 +610,12 @@ def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Pipel
     built = build_sources(loaded)
     output_dir = loaded.output_dir(env)
     hub = ObserverHub()
-    recorder = _recorder(loaded, built, output_dir, env, hub=hub)
-    tap = build_tap(loaded, built, output_dir, hub)
+    # One wall-clock offset for every recording and the raw tap: the tap stamps each packet with
+    # its receive time on the wall clock, and an import of the tap then finds the recordings'
+    # session starts to the microsecond (two offsets read apart differ by microseconds).
+    wall_offset_ns = time.time_ns() - time.monotonic_ns()
+    recorder = _recorder(loaded, built, output_dir, env, hub=hub, wall_offset_ns=wall_offset_ns)
+    tap = build_tap(loaded, built, output_dir, hub, wall_offset_ns=wall_offset_ns)
     handles = [
         SourceHandle(
             config=b.config,

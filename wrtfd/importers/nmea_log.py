@@ -2,7 +2,8 @@
 
 Lines are sentences as a receiver sent them, as a logger saved them: ``\\n``, ``\\r\\n`` or
 ``\\r`` endings (mixed), blank lines and ``#`` comments (gpsd's logs) skipped, an optional
-timestamp or other prefix before the ``$`` ignored, ``$$`` prefixes (ST Teseo) accepted. Each
+timestamp or other prefix before the ``$`` and anything after the ``*hh`` checksum (a C string's
+``",``) ignored, ``$$`` prefixes (ST Teseo) accepted. Each
 sentence goes through the live :class:`~wrtfd.decoders.nmea.NmeaDecoder` (checksums verified:
 a bad one is counted as ``bad_checksum``), so a frame holds the same fix state the live serial
 source would have recorded.
@@ -17,8 +18,9 @@ decoder's rollover rule. So:
   until the time passes the newest one again;
 * a time that jumps *forwards* is a pause: dropped ticks, or beyond 30 s a new session.
 
-The frame rate is the receiver's own (the median step between fix times, 1-100 Hz) unless
-``--rate`` is given; every epoch then has its own tick.
+The frame rate gives every epoch its own tick unless ``--rate`` is given: see
+:func:`receiver_rate_hz`. Epochs that share a tick all the same (``--rate``, a config's rate, a
+rare shorter step) are counted in a note: only the last one's values are recorded.
 
 ``--config DAEMON.toml``: the log feeds the config's one NMEA source (its decoder options,
 mapping and recording group, with the group's other sources never delivering) and is recorded
@@ -28,10 +30,9 @@ with the config's recorder policy, as the in-car daemon would have recorded it.
 from __future__ import annotations
 
 import argparse
-import itertools
+import heapq
 import re
-import statistics
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +49,14 @@ __all__ = ["SOURCE_NAME", "import_nmea_log", "receiver_rate_hz", "run_import", "
 SOURCE_NAME = "gps"
 #: Lines longer than this are not NMEA (82 characters, some receivers a few more).
 MAX_LINE_BYTES = 1024
-#: Epochs looked at to find the receiver's rate.
-RATE_EPOCHS = 4096
+#: How many steps between fixes must be at least as short as the one that sets the rate: a
+#: shorter step seen fewer times is a glitch (its fix may share a tick: counted in a note).
+RATE_MIN_STEPS = 3
+#: The fastest rate chosen from the log (``--rate`` may ask for more).
+MAX_RATE_HZ = 100
 _SPLIT = re.compile(rb"\r\n|\r|\n")
+#: The end of a sentence: its checksum (a sentence holds no ``*`` before it).
+_CHECKSUM = re.compile(rb"\*[0-9A-Fa-f]{2}")
 _CHUNK_BYTES = 1 << 20
 
 
@@ -98,37 +104,95 @@ def _sentence(line: bytes, report: ImportReport) -> Iterator[bytes]:
     if start < 0:
         report.drop("not_nmea")
         return
-    yield line[start:]
+    end = _CHECKSUM.search(line, start)
+    yield line[start : end.end()] if end is not None else line[start:]
 
 
-def receiver_rate_hz(times_ns: list[int]) -> int:
-    """The receiver's rate: 1 / the median step between distinct fix times (1-100 Hz)."""
-    steps = [b - a for a, b in itertools.pairwise(times_ns) if b > a]
-    if not steps:
+def receiver_rate_hz(times_ns: Iterable[int]) -> int:
+    """The lowest whole rate (1-100 Hz) whose tick is no longer than the fastest *sustained* step
+    between distinct fix times, the :data:`RATE_MIN_STEPS`-th shortest (the shortest when there
+    are fewer): two fixes at least a tick apart always fall in different ticks, so a log that
+    changes rate (1 Hz, then 2 Hz) or steps irregularly (50-60 ms) gets every epoch its own
+    tick. A tick without a fix costs nothing: it is a dropped tick, not a frame."""
+    shortest: list[int] = []  # the RATE_MIN_STEPS shortest steps, negated (a max-heap)
+    newest: int | None = None
+    for t in times_ns:
+        if newest is not None and t > newest:
+            step = t - newest
+            if len(shortest) < RATE_MIN_STEPS:
+                heapq.heappush(shortest, -step)
+            elif step < -shortest[0]:
+                heapq.heapreplace(shortest, -step)
+        if newest is None or t > newest:
+            newest = t
+    if not shortest:
         return 1
-    return max(1, min(100, round(1e9 / statistics.median(steps))))
+    step = -shortest[0] if len(shortest) == RATE_MIN_STEPS else min(-x for x in shortest)
+    return max(1, min(MAX_RATE_HZ, -(-1_000_000_000 // step)))
 
 
-def _times(path: Path) -> list[int]:
-    """Distinct fix times of the first :data:`RATE_EPOCHS` epochs (a quick first pass)."""
+def _fix_times(path: Path) -> Iterator[int]:
+    """Every fix time the import would record, in file order (a quick first pass)."""
     decoder = NmeaDecoder()
     scratch = ImportReport(path, "lines")
-    out: list[int] = []
     for line in sentences(path, scratch):
         try:
             decoded = decoder.decode(line)
         except DecodeError:
             continue
         t = decoded.source_time_ns if decoded is not None else None
-        if t is not None and (not out or t > out[-1]):
-            out.append(t)
-            if len(out) >= RATE_EPOCHS:
-                break
-    return out
+        if t is not None:
+            yield t
+
+
+def _first_pass(path: Path) -> tuple[int | None, int]:
+    """The first fix time (None: no dated fix) and :func:`receiver_rate_hz` of the whole log."""
+    first: list[int] = []
+
+    def times() -> Iterator[int]:
+        for t in _fix_times(path):
+            if not first:
+                first.append(t)
+            yield t
+
+    rate = receiver_rate_hz(times())
+    return (first[0] if first else None), rate
+
+
+def _note_merged(report: ImportReport, epochs: int, paths: list[Path]) -> None:
+    """Each tick of a file written holds at least one epoch: the epochs beyond the frames shared
+    a tick, and only the last of each tick was recorded. Said in a note (they are epochs, not
+    lines: the report's counts stay lines)."""
+    from wrtfd.format import Reader
+
+    frames, rate = 0, 0
+    for path in paths:
+        with Reader(path) as r:
+            frames += sum(len(r.frames(i)) for i in range(len(r.sessions)))
+            rate = r.rate_hz
+    if epochs > frames:
+        report.notes.append(
+            f"{epochs - frames} fix epochs shared a tick with a later one at {rate} Hz: only the "
+            "last epoch of a tick is recorded (--rate sets a higher rate)"
+        )
+
+
+class _Epochs:
+    """How many epochs (distinct fix times) the import recorded."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
 
 
 def _samples(
-    path: Path, report: ImportReport, decoder: Any, name: str, transform: Any = None
+    path: Path,
+    report: ImportReport,
+    decoder: Any,
+    name: str,
+    transform: Any = None,
+    epochs: _Epochs | None = None,
 ) -> Iterator[Sample]:
     newest = -1
     progress = Progress(path.name, path.stat().st_size)
@@ -147,6 +211,8 @@ def _samples(
         if t < newest:
             report.drop("time_went_back")
             continue
+        if t > newest and epochs is not None:
+            epochs.count += 1
         newest = t
         report.samples += 1
         sample = Sample(name, t, decoded.values, t)
@@ -177,31 +243,36 @@ def import_nmea_log(
     if rate_hz is not None and rate_hz <= 0:
         raise ImportFormatError(f"--rate must be a positive number of Hz, not {rate_hz}")
     report = ImportReport(path, "lines")
-    times = _times(path)
-    if not times:
+    first_ns, receiver_rate = _first_pass(path)
+    if first_ns is None:
         for _ in _samples(path, report, NmeaDecoder(), SOURCE_NAME):  # count the lines and why
             pass
         report.check_any()
         raise ImportFormatError(f"{path}: no fix with a date (RMC or ZDA) to place the log in time")
-    shift_ns = 0 if start_timestamp_us is None else start_timestamp_us * 1000 - times[0]
+    shift_ns = 0 if start_timestamp_us is None else start_timestamp_us * 1000 - first_ns
     metadata = {"import.file": path.name, "import.format": "nmea"}
+    epochs = _Epochs()
     with staging_dir(output) as staging:
-        groups = GroupReplay(wall_us=lambda rx_ns: (rx_ns + shift_ns) // 1000)
+        groups = GroupReplay(wall_ns=lambda rx_ns: rx_ns + shift_ns)
         if plan is not None:
             add_groups(plan, groups, staging=staging, rate_hz=rate_hz, metadata=metadata)
             sources = plan.of_protocol("nmea")
             if len(sources) != 1:
                 raise ConfigError(f"{plan.origin}: {len(sources)} NMEA sources; the log feeds exactly one")
             gps = sources[0]
-            samples = _samples(path, report, gps.decoder, gps.name, gps.transform)
+            group, drives = gps.group, gps.spec.drives_frames
+            samples = _samples(path, report, gps.decoder, gps.name, gps.transform, epochs)
         else:
-            rate = rate_hz or receiver_rate_hz(times)
+            group, drives = SOURCE_NAME, True
+            rate = rate_hz or receiver_rate
             policy = RecorderPolicy(output_dir=staging, rate_hz=rate, session_idle_s=30.0)
             spec = SourceSpec(name=SOURCE_NAME, definition=NmeaDecoder().definition, drives_frames=True)
             groups.add(GroupPlan(SOURCE_NAME, [spec], policy, (), metadata))
-            samples = _samples(path, report, NmeaDecoder(), SOURCE_NAME)
+            samples = _samples(path, report, NmeaDecoder(), SOURCE_NAME, epochs=epochs)
         written = groups.record(samples)
         report.check_any()
+        if drives:
+            _note_merged(report, epochs.count, written.get(group, []))
         report.outputs = place_outputs(output, written, force=force)
     return report
 

@@ -355,13 +355,13 @@ def import_capture(
     report = ImportReport(path, "datagrams")
     first_ns: list[int] = []
 
-    def wall_us(rx_ns: int) -> int:
+    def wall_ns(rx_ns: int) -> int:
         if start_timestamp_us is None:
-            return rx_ns // 1000
-        return start_timestamp_us + (rx_ns - first_ns[0]) // 1000
+            return rx_ns
+        return start_timestamp_us * 1000 + rx_ns - first_ns[0]
 
     with CaptureReader(path) as reader, staging_dir(output) as staging:
-        groups = GroupReplay(wall_us=wall_us)
+        groups = GroupReplay(wall_ns=wall_ns)
         try:
             state = _CaptureImport(
                 plan, every=every, staging=staging, rate_hz=rate_hz, report=report, groups=groups

@@ -34,16 +34,18 @@ class GroupPlan:
 class GroupReplay:
     """Routes samples by source to their group's replayer.
 
-    ``wall_us`` maps a group's first ``rx_ns`` to the wall-clock start of its file (default:
-    the times are nanoseconds since the epoch, as in a capture).
+    ``wall_ns`` maps a receive time to wall-clock nanoseconds (default: the times are
+    nanoseconds since the epoch, as in a capture). It must be a fixed offset: each recording
+    maps its times with the offset of its first sample, to the nanosecond, as the live daemon
+    maps them with its one offset (a tap replayed gives the live session starts exactly).
     """
 
-    def __init__(self, *, wall_us: Callable[[int], int] | None = None) -> None:
+    def __init__(self, *, wall_ns: Callable[[int], int] | None = None) -> None:
         self._plans: dict[str, GroupPlan] = {}
         self._group_of: dict[str, str] = {}
         self._replayers: dict[str, Any] = {}
         self._push_of: dict[str, Any] = {}  # source -> its group's replayer's push, once started
-        self._wall_us = wall_us or (lambda rx_ns: rx_ns // 1000)
+        self._wall_ns = wall_ns or (lambda rx_ns: rx_ns)
 
     def add(self, plan: GroupPlan) -> None:
         """:raises ConfigError: a group or source name used twice."""
@@ -69,12 +71,14 @@ class GroupReplay:
             from wrtfd.recorder import Replayer
 
             plan = self._plans[group]
+            start_ns = max(self._wall_ns(sample.rx_ns), earliest_start_us(plan.policy.rate_hz) * 1000)
             replayer = self._replayers[group] = Replayer(
                 plan.sources,
                 plan.policy,
-                start_timestamp_us=max(self._wall_us(sample.rx_ns), earliest_start_us(plan.policy.rate_hz)),
+                start_timestamp_us=start_ns // 1000,
                 metadata=plan.metadata,
                 derived=plan.derived,
+                wall_offset_ns=start_ns - sample.rx_ns,
             )
         self._push_of[sample.source] = replayer.push
         return replayer.push

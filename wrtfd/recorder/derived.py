@@ -14,6 +14,9 @@ Life cycle, for every session (the calls are made on the recorder's thread, in o
    stale. Your fields start at zero in every frame: write all of them each time;
 3. ``summary()`` when the session ends: a mapping of your footer field names to values.
 
+Optionally, a ``metadata`` mapping (str to str) is added to the file's metadata, before the
+policy's and the caller's (which win): the lap channels record their timing sectors there.
+
 ``compute`` must be cheap (it runs for every frame on the recorder's path) and must not raise;
 an exception is counted (``derived_errors`` in the stats) and the frame is written as it is.
 """

@@ -98,8 +98,12 @@ class LiveRecorder:
         group: str = "",
         source_clock: bool = False,
         trigger: TriggerPolicy | None = None,
+        wall_offset_ns: int | None = None,
     ) -> None:
         self._tick_s = max(1e-4, tick_s)
+        #: wall ns = ``clock_ns()`` + this (the daemon's one offset, shared with its raw tap);
+        #: None: read both clocks when the recording starts.
+        self._wall_offset_ns = wall_offset_ns
         self._close_s = max(self._tick_s, close_s)
         self.recorder = Recorder(
             sources,
@@ -210,7 +214,10 @@ class LiveRecorder:
     async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """Record until :meth:`stop` or cancellation; always closes the file on the way out."""
         rec = self.recorder
-        rec.set_origin(self._clock_ns(), time.time_ns() // 1000)
+        if self._wall_offset_ns is not None:
+            rec.set_wall_offset(self._wall_offset_ns)
+        else:
+            rec.set_origin(self._clock_ns(), time.time_ns() // 1000)
         self._running = True
         self._rate_t = self._last_write = time.monotonic()
         # A daemon thread: a disk hung in the kernel must not keep the process alive at exit.

@@ -184,7 +184,10 @@ class Recorder:
                 merge=MergePolicy(policy.merge),
             ),
         )
-        meta = {"wrtfd.sources": ", ".join(s.name for s in self.sources), **dict(policy.metadata)}
+        meta = {"wrtfd.sources": ", ".join(s.name for s in self.sources)}
+        for d in self.derived:  # a plug-in's own (the lap channels' timing sectors)
+            meta.update(getattr(d, "metadata", None) or {})
+        meta.update(policy.metadata)
         meta.update(metadata or {})
         drivers = [s.name for s in self.sources if s.drives_frames]
         self.sink = FileSink(
@@ -207,7 +210,8 @@ class Recorder:
             sync_early_s=sync_early_s,
             salt_seed=salt_seed,
         )
-        self._origin = origin
+        #: (virtual ns, wall-clock ns at that virtual time): wall times to the nanosecond.
+        self._origin = None if origin is None else (origin[0], origin[1] * 1000)
         self._rate = policy.rate_hz
         self._drivers = drivers
         self.sessions_started = 0
@@ -237,13 +241,20 @@ class Recorder:
     def set_origin(self, virtual_ns: int, wall_us: int) -> None:
         """Fix the mapping of virtual time to wall-clock time (once, before the first frame)."""
         if self._origin is None:
-            self._origin = (virtual_ns, wall_us)
+            self._origin = (virtual_ns, wall_us * 1000)
+
+    def set_wall_offset(self, offset_ns: int) -> None:
+        """Fix the mapping as wall ns = virtual ns + ``offset_ns`` (once, before the first frame):
+        the daemon's one offset, which its raw tap also stamps packets with, so an import of the
+        tap (whose times are the packets') finds the same wall times to the microsecond."""
+        if self._origin is None:
+            self._origin = (0, offset_ns)
 
     def wall_us(self, virtual_ns: int) -> int:
         if self._origin is None:
-            self._origin = (virtual_ns, time.time_ns() // 1000)
+            self._origin = (virtual_ns, time.time_ns())
         v0, w0 = self._origin
-        return w0 + (virtual_ns - v0) // 1000
+        return (w0 + virtual_ns - v0) // 1000
 
     def push(self, sample: Sample) -> None:
         self.scheduler.push(sample)
@@ -409,6 +420,9 @@ class Replayer:
     capture holding several games). Driven by the samples' ``rx_ns`` only.
 
     ``start_timestamp_us`` is the wall-clock time of the first sample's ``rx_ns``.
+    ``wall_offset_ns``: wall ns = ``rx_ns`` + this, to the nanosecond (``start_timestamp_us``
+    is then only the files' check seed): the live daemon's mapping, and a capture's (its times
+    are wall times), so the same times give the same session start, microsecond for microsecond.
 
     :raises ConfigError: a bad policy or definition, or a start too close to 0 for the tick grid.
     """
@@ -423,6 +437,7 @@ class Replayer:
         derived: Sequence[Any] = (),
         batch_frames: int = 8192,
         trigger: TriggerPolicy | None = None,
+        wall_offset_ns: int | None = None,
     ) -> None:
         half_tick_us = -(-500_000 // policy.rate_hz)
         if start_timestamp_us < half_tick_us:
@@ -441,6 +456,8 @@ class Replayer:
             trigger=trigger,
             salt_seed=seed,
         )
+        if wall_offset_ns is not None:
+            self.recorder.set_wall_offset(wall_offset_ns)
         self._start_us = start_timestamp_us
         self._batch_frames = batch_frames
         self._pending: list[Op] = []
@@ -506,6 +523,7 @@ def replay(
     batch_frames: int = 8192,
     marks: Sequence[tuple[int, str]] = (),
     trigger: TriggerPolicy | None = None,
+    wall_offset_ns: int | None = None,
 ) -> list[Path]:
     """Record ``samples`` (in receive order) as the daemon would; returns the files written.
 
@@ -515,7 +533,8 @@ def replay(
     sample's ``rx_ns``. Unlike the live daemon, a session that ends on idle does not close its
     file (nobody switches a replay off at the wall; an import writes one file). ``marks`` are
     markers ``(rx_ns, note)`` asked for at those times (as ``POST /api/mark`` would be);
-    ``trigger`` records as a ``record = "triggered"`` group does.
+    ``trigger`` records as a ``record = "triggered"`` group does; ``wall_offset_ns`` maps
+    receive times to wall times as the live daemon does (see :class:`Replayer`).
 
     :raises ConfigError: a bad policy or definition, or a start too close to 0 for the tick grid.
     """
@@ -527,6 +546,7 @@ def replay(
         derived=derived,
         batch_frames=batch_frames,
         trigger=trigger,
+        wall_offset_ns=wall_offset_ns,
     )
     todo = sorted(marks)
     try:

@@ -10,9 +10,11 @@ sources, scheduler and recorder (docs/import.md).
   IPv4/UDP (or IPv6) packets with their real addresses and ports, on an interface named after
   the source; serial and TCP bytes as received, on a raw-data interface (``LINKTYPE_USER0``) named
   after the source, its address in the description (:class:`~wrtfd.pcap.PcapngWriter`).
-* **Time**: a receive time is monotonic; it is written as wall time with *one* offset taken when
-  the tap is made, so the tap holds exactly the times the recorder used (what makes a replay
-  exact), and an NTP step during the recording does not move them.
+* **Time**: a receive time is monotonic; it is written as wall time with *one* offset: the
+  daemon's, which its recordings put their session starts on the wall clock with too (or one
+  taken when the tap is made), so the tap holds exactly the times the recorder used (what makes
+  a replay exact, session headers included), and an NTP step during the recording does not move
+  them.
 * **Files**: one tap file per recording group, beside its WRTF file and named after it
   (``X.wrtf`` -> ``X.pcapng``): the tap follows the recorder's file events (an observer of
   :class:`~wrtfd.recorder.observe.FileOpened` / ``FileClosed``): when the WRTF file rotates or

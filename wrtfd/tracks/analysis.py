@@ -8,6 +8,9 @@ Works on the numpy frames of a WRTF session (any reader gives them) and needs no
 from __future__ import annotations
 
 import itertools
+import json
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +28,7 @@ __all__ = [
     "find_position_fields",
     "position_arrays",
     "recorded_session_laps",
+    "recorded_timing_sectors",
     "session_laps",
 ]
 
@@ -128,12 +132,47 @@ def analyse_frames(
     return SessionLaps(list(det.laps), lap_number, lap_distance, ok, sectors_m, path.length_m)
 
 
-def recorded_session_laps(frames: np.ndarray, times_s: npt.ArrayLike) -> SessionLaps:
+def recorded_timing_sectors(
+    metadata: Mapping[str, str], name: str = "laps"
+) -> tuple[tuple[float, ...], float] | None:
+    """The timing sectors and lap length the lap channels were computed with (their file
+    metadata, ``laps.timing_sectors_m`` and ``laps.lap_length_m``); None when the file has none
+    or they make no sense (a file is untrusted input)."""
+    try:
+        marks = json.loads(metadata[f"{name}.timing_sectors_m"])
+        length = float(json.loads(metadata[f"{name}.lap_length_m"]))
+    except (KeyError, ValueError, TypeError):
+        return None
+    if (
+        not isinstance(marks, list)
+        or not 1 <= len(marks) <= 255
+        or not all(isinstance(m, int | float) and not isinstance(m, bool) for m in marks)
+        or not math.isfinite(length)
+    ):
+        return None
+    out = tuple(float(m) for m in marks)
+    if out[0] != 0.0 or any(b <= a for a, b in itertools.pairwise(out)) or out[-1] >= length:
+        return None
+    return out, length
+
+
+def recorded_session_laps(
+    frames: np.ndarray,
+    times_s: npt.ArrayLike,
+    *,
+    sectors: tuple[tuple[float, ...], float] | None = None,
+) -> SessionLaps:
     """Laps from the lap channels the recorder added live (``laps.*``).
 
     A lap is complete when both its first frame and the next lap's are in the session; its
     start is the frame time minus the recorded lap time at its first frame (the crossing
-    itself, interpolated by the live detector).
+    itself, interpolated by the live detector). Its sector times are the live detector's:
+    each timing sector's start is crossed between two position updates (frames where the lap
+    distance or lap time changed; frames without a position repeat them), at the time
+    interpolated by distance, as the detector does. ``sectors``: the timing sectors and lap
+    length (:func:`recorded_timing_sectors`); without them (a file recorded before they were
+    stored) each sector start is placed between the furthest distance recorded before it and
+    the nearest after it, which is close (well within a frame's time).
 
     :raises TrackError: the recording has no lap channels.
     """
@@ -143,15 +182,75 @@ def recorded_session_laps(frames: np.ndarray, times_s: npt.ArrayLike) -> Session
     lap_no = np.asarray(frames["laps"]["lap_number"], dtype=np.int64)
     lap_t = np.asarray(frames["laps"]["lap_time"], dtype=np.float64)
     dist = np.asarray(frames["laps"]["lap_distance"], dtype=np.float64)
+    sector = np.asarray(frames["laps"]["sector"], dtype=np.int64)
     starts = np.flatnonzero(np.diff(lap_no) > 0) + 1
     crossings = [(int(lap_no[i]), float(t[i] - lap_t[i])) for i in starts]
+    length = float(np.nanmax(dist)) if len(dist) else 0.0
+    # position updates: the first frame of each run of equal (lap, distance, lap time)
+    update = np.ones(len(frames), dtype=bool)
+    update[1:] = (np.diff(lap_no) != 0) | (np.diff(dist) != 0) | (np.diff(lap_t) != 0)
+    upd = np.flatnonzero(update)
+    if sectors is not None:
+        marks, length = sectors
+    else:
+        marks = _marks_from_sector_channel(dist[upd], sector[upd], lap_no[upd])
     laps = [
-        Lap(num, t0, t1, ())
+        Lap(num, t0, t1, _sector_times(num, t0, t1, marks, length, upd, t, dist, lap_no))
         for (num, t0), (nxt, t1) in itertools.pairwise(crossings)
         if nxt == num + 1 and num >= 1
     ]
-    length = float(np.nanmax(dist)) if len(dist) else 0.0
-    return SessionLaps(laps, lap_no, dist, np.ones(len(frames), dtype=bool), (0.0,), length)
+    sectors_m = marks if marks else (0.0,)
+    return SessionLaps(laps, lap_no, dist, np.ones(len(frames), dtype=bool), sectors_m, length)
+
+
+def _marks_from_sector_channel(
+    dist: npt.NDArray[np.float64], sector: npt.NDArray[np.int64], lap_no: npt.NDArray[np.int64]
+) -> tuple[float, ...]:
+    """Sector starts estimated from where ``laps.sector`` steps up between two updates of one
+    lap: between the furthest distance still in the sector before and the nearest in the one
+    after, over every lap of the session."""
+    if len(sector) == 0:
+        return ()
+    n = int(sector.max()) + 1
+    marks = [0.0]
+    for j in range(1, n):
+        step = np.flatnonzero((sector[1:] == j) & (sector[:-1] == j - 1) & (lap_no[1:] == lap_no[:-1])) + 1
+        if len(step) == 0:
+            return ()
+        lo, hi = float(np.max(dist[step - 1])), float(np.min(dist[step]))
+        marks.append((lo + hi) / 2.0 if lo <= hi else hi)
+    return tuple(marks)
+
+
+def _sector_times(
+    num: int,
+    t0: float,
+    t1: float,
+    marks: Sequence[float],
+    length: float,
+    upd: npt.NDArray[np.intp],
+    t: npt.NDArray[np.float64],
+    dist: npt.NDArray[np.float64],
+    lap_no: npt.NDArray[np.int64],
+) -> tuple[float, ...]:
+    """The sector times of lap ``num`` (from ``t0`` to ``t1``), or () when a crossing is missing."""
+    if len(marks) < 2:
+        return ()
+    mine = np.flatnonzero(lap_no[upd] == num)
+    if len(mine) == 0:
+        return ()
+    times = [t0]
+    for mark in marks[1:]:
+        after = mine[dist[upd[mine]] >= mark]
+        if len(after) == 0 or after[0] == 0:
+            return ()
+        cur, prev = upd[after[0]], upd[after[0] - 1]
+        s_prev = dist[prev] - (length if lap_no[prev] < num else 0.0)  # before the line: unwrapped
+        if dist[cur] <= s_prev:
+            return ()
+        times.append(float(t[prev] + (mark - s_prev) / (dist[cur] - s_prev) * (t[cur] - t[prev])))
+    times.append(t1)
+    return tuple(b - a for a, b in itertools.pairwise(times))
 
 
 def session_laps(
@@ -161,11 +260,13 @@ def session_laps(
     *,
     source: str | None = None,
     lane: int = 0,
+    sectors: tuple[tuple[float, ...], float] | None = None,
 ) -> SessionLaps:
-    """Laps of one session: re-detected from positions with ``track``, else the recorded ones.
+    """Laps of one session: re-detected from positions with ``track``, else the recorded ones
+    (``sectors``: the file's :func:`recorded_timing_sectors`).
 
     :raises TrackError: no positions (with a track) or no lap channels (without).
     """
     if track is not None:
         return analyse_frames(frames, times_s, track, source=source, lane=lane)
-    return recorded_session_laps(frames, times_s)
+    return recorded_session_laps(frames, times_s, sectors=sectors)

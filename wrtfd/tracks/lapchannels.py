@@ -15,8 +15,10 @@ laps.last_delta    float32 s  the last timed lap's time minus its reference's (N
 =================  =========  ===============================================================
 
 and to the session footer ``laps.lap_count``, ``laps.best_lap_ms`` (0 when no lap completed)
-and ``laps.best_lap_number``. The delta (:mod:`wrtfd.tracks.delta`) is to the session's best lap
-so far, or to a recorded lap given as ``reference``; docs/laps.md says how it is measured.
+and ``laps.best_lap_number``; to the file's metadata ``laps.timing_sectors_m`` and
+``laps.lap_length_m`` (JSON numbers, as computed), from which ``wrtfd laps`` reads back the
+sector times the live page showed. The delta (:mod:`wrtfd.tracks.delta`) is to the session's
+best lap so far, or to a recorded lap given as ``reference``; docs/laps.md says how it is measured.
 
 Game coordinates: Forza, F1, GT7 and Project CARS report world X, Y (up), Z, which are the
 track's x, y, z. LFS OutSim reports X right, Y forward, Z up, so the track's z is ``-pos_y``
@@ -28,6 +30,7 @@ false ``active_field`` (Forza ``is_race_on``, GT7 ``on_track``).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -143,6 +146,11 @@ class LapChannels:
             "lap_count": "uint16",
             "best_lap_ms": "uint32",
             "best_lap_number": "uint16",
+        }
+        #: File metadata (the recorder adds it): what sector times are read back with.
+        self.metadata: dict[str, str] = {
+            f"{name}.timing_sectors_m": json.dumps(list(self.sectors_m)),
+            f"{name}.lap_length_m": json.dumps(self.path.length_m),
         }
         self.start_session()
 
