@@ -45,6 +45,7 @@ def wedge_hook(fifo: str) -> Callable[[Recorder, bool], None]:
 
 def source_specs(built: Sequence[Any]) -> list[Any]:
     """The recorder's :class:`~wrtfd.recorder.SourceSpec` of each built source (config order)."""
+    from wrtfd.decoders.base import awaited_info
     from wrtfd.recorder import SourceSpec
 
     return [
@@ -53,6 +54,7 @@ def source_specs(built: Sequence[Any]) -> list[Any]:
             definition=b.definition,
             drives_frames=b.config.drives_frames,
             stale_after_s=b.config.stale_after_s,
+            awaits_info=awaited_info(getattr(b.source, "decoder", None)),
         )
         for b in built
     ]

@@ -311,6 +311,9 @@ class AccDecoder:
     """
 
     protocol = "acc"
+    #: The track comes in TRACK_DATA, the answer to a request: a new session's header waits a
+    #: little for it (``recorder.info_wait_s``).
+    awaits_session_info: tuple[str, ...] = ("track",)
 
     def __init__(self, *, max_cars: int = 32, channels: Sequence[str] | None = None) -> None:
         if isinstance(max_cars, bool) or not isinstance(max_cars, int) or not 1 <= max_cars <= MAX_CARS_LIMIT:

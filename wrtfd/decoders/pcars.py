@@ -555,6 +555,9 @@ class _Base:
 
     protocol = ""
     schema_file = ""
+    #: The track comes in a packet of its own (race definition, strings): a new session's header
+    #: waits a little for it (``recorder.info_wait_s``).
+    awaits_session_info: tuple[str, ...] = ("track",)
 
     def __init__(self, channels: Sequence[str] | None) -> None:
         self.definition: dict[str, Any]

@@ -297,6 +297,11 @@ class TickScheduler:
     def counters(self) -> dict[str, SourceCounters]:
         return {s.name: s.counters for s in self._sources}
 
+    def session_info(self) -> dict[str, dict[str, str]]:
+        """The latest session info of each source that has sent any (what a session started
+        now would get in its :class:`SessionStarted`)."""
+        return {s.name: dict(s.info) for s in self._sources if s.info}
+
     def clock_modes(self) -> dict[str, bool]:
         """Per source: True when its latest sample was placed by its own clock."""
         return {s.name: s.clocked for s in self._sources}
@@ -572,7 +577,7 @@ class TickScheduler:
         self._session_frames = 0
         self._session_dropped = 0
         self._out_dropped = 0
-        info = {s.name: dict(s.info) for s in self._sources if s.info}
+        info = self.session_info()
         self._events.append(SessionStarted(self._session, self._start_of(k), self._start_reason, info))
         self._start_reason = "first"
 
