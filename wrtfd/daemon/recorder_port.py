@@ -72,6 +72,7 @@ def recorder_policy(loaded: LoadedConfig, output_dir: Path) -> Any:
         rate_hz=rc.rate_hz,
         file_template=rc.file_template or DEFAULT_TEMPLATE,
         session_idle_s=rc.session_idle_s,
+        info_wait_s=rc.info_wait_s,
         max_session_s=rc.max_session_s,
         rotate_bytes=rc.rotate_bytes,
         rotate_s=rc.rotate_s,

@@ -231,7 +231,9 @@ class Recorder:
         #: The session start and frames held while the header waits (None: not waiting).
         self._held: list[Op] | None = None
         self._held_start_us = 0
+        self._held_start_ns = 0
         self._held_reason = ""
+        self._held_info: Mapping[str, Mapping[str, str]] = {}
         #: ``record = "triggered"``: the gate between these operations and the sink.
         self.gate = (
             None
@@ -354,7 +356,7 @@ class Recorder:
                     ops.append(op)
                     continue
                 held.append(op)
-                if self._info_missing() and int(frames["tick"][-1]) < self._info_wait_ticks:
+                if self._info_arrival() == "missing" and int(frames["tick"][-1]) < self._info_wait_ticks:
                     continue
                 ops.extend(self._release())
             elif isinstance(ev, SessionStarted):
@@ -370,6 +372,7 @@ class Recorder:
                 if self._info_wait_ticks > 0 and self._info_missing(ev.info):
                     self._held = []
                     self._held_start_us, self._held_reason = self._live_start_us, ev.reason
+                    self._held_start_ns, self._held_info = ev.start_ns, ev.info
                     continue
                 ops.append(BeginOp(self._header(ev.reason, ev.info), self._live_start_us))
             else:
@@ -378,7 +381,7 @@ class Recorder:
                 self.markers.reset()
                 self._session_start_ns = None
                 ops.append(EndOp(self._footer(ev)))
-        if self._held is not None and not self._info_missing():
+        if self._held is not None and self._info_arrival() != "missing":
             ops.extend(self._release())
         return ops if self.gate is None else self.gate.feed(ops)
 
@@ -390,11 +393,25 @@ class Recorder:
             info = self.scheduler.session_info()
         return any(not info.get(name, {}).get(key) for name, keys in self._awaited.items() for key in keys)
 
+    def _info_arrival(self) -> str:
+        """Of the held session: whether the awaited info is still ``missing``, arrived ``in_time``
+        (received within ``info_wait_s`` of the session's start) or ``late``. Decided by the
+        receive times, not by when this is asked: the same input gives the same header however
+        often the engine flushes (live: every batch; an import: every 1024 samples)."""
+        deadline = self._held_start_ns + self._info_wait_ticks * 1_000_000_000 // self._rate
+        since = self.scheduler.info_since
+        times = [since(name, key) for name, keys in self._awaited.items() for key in keys]
+        if any(t is None for t in times) or self._info_missing():
+            return "missing"
+        return "late" if any(t is not None and t > deadline for t in times) else "in_time"
+
     def _release(self) -> list[Op]:
-        """The held session start, with the session info known now, and its held frames."""
+        """The held session start, with its header, and its held frames. The header has the
+        session info known now when the awaited info came in time, else what was known at the
+        start (a track that came later belongs to no header: the session is under way)."""
         held, self._held = self._held or [], None
-        begin = BeginOp(self._header(self._held_reason, self.scheduler.session_info()), self._held_start_us)
-        return [begin, *held]
+        info = self.scheduler.session_info() if self._info_arrival() == "in_time" else self._held_info
+        return [BeginOp(self._header(self._held_reason, info), self._held_start_us), *held]
 
     def _derive(self, frames: np.ndarray) -> None:
         ticks = frames["tick"]
