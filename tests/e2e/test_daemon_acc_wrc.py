@@ -154,7 +154,11 @@ def test_acc_session_entry_list_laps_and_events(recorded: dict[str, Any]) -> Non
         header = r.sessions[0].header
         assert text(header["track"]) == "Small oval track"
         assert text(header["session_type"]) == "race"
-        assert text(header["car"]) == "car model 31 #88"
+        # the simulator's car model 31 by its name, its driver from the entry list car message
+        assert text(header["car"]) == "Audi R8 LMS GT3 Evo II #88"
+        assert text(header["driver"]) == "Sim Driver"
+        assert r.metadata["Track"] == "Small oval track"
+        assert (r.metadata["Car"], r.metadata["Driver"]) == ("Audi R8 LMS GT3 Evo II #88", "Sim Driver")
         frames = r.frames(0)
         acc = frames["acc"]
         last = acc[-1]

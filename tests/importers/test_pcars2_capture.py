@@ -65,4 +65,3 @@ def test_the_track_of_the_race_definition_names_file_session_and_metadata(
         (session,) = r.sessions
         header = session.header
         assert bytes(np.asarray(header["track"], dtype=np.uint8)).rstrip(b"\0").decode() == track
-

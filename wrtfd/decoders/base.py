@@ -27,8 +27,8 @@ __all__ = [
     "Sample",
     "SampleSink",
     "SessionDescription",
-    "awaited_info",
     "SinkFull",
+    "awaited_info",
     "generated_definition",
 ]
 

@@ -108,7 +108,9 @@ def udp_source(name: str, protocol: str, port: int, *, group: str | None = None)
     definition = getattr(decoder, "definition", None)
     if not isinstance(definition, Mapping):
         raise ConfigError(f"protocol {protocol!r} needs a WRTF definition file: give it in a --config")
-    spec = SourceSpec(name=name, definition=dict(definition), drives_frames=True, awaits_info=awaited_info(decoder))
+    spec = SourceSpec(
+        name=name, definition=dict(definition), drives_frames=True, awaits_info=awaited_info(decoder)
+    )
     return PlanSource(name, group or name, "udp", protocol, decoder, spec, port=port)
 
 

@@ -61,7 +61,7 @@ __all__ = [
     "replay",
 ]
 
-_INFO_KEYS = ("track", "car", "session_type")
+_INFO_KEYS = ("track", "car", "session_type", "driver")
 
 
 @dataclass(frozen=True, slots=True)

@@ -325,11 +325,11 @@ class TickScheduler:
         c = src.counters
         c.samples += 1
         if sample.session_info:
-            info = src.info
-            for key, value in sample.session_info.items():
-                if info.get(key) != value:
-                    info[key] = value
-                    src.info_since[key] = sample.rx_ns
+            info, since = src.info, src.info_since
+            for name, text in sample.session_info.items():
+                if info.get(name) != text:
+                    info[name] = text
+                    since[name] = sample.rx_ns
         rx = sample.rx_ns
         st = sample.source_time_ns
         est: SourceClockMap | ArrivalClock

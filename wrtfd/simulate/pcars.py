@@ -222,7 +222,13 @@ class Pcars1Encoder(_Common):
         name = self.track.name.encode()[:63]
         driver = DRIVER.encode().ljust(64, b"\x00")
         return _V1_STRINGS.pack(
-            1200, self._type(1), VEHICLE.encode(), CLASS_NAME.encode(), name, b"", driver + bytes(960),
+            1200,
+            self._type(1),
+            VEHICLE.encode(),
+            CLASS_NAME.encode(),
+            name,
+            b"",
+            driver + bytes(960),
             struct.pack("<16f", -1.0, *[0.0] * 15),
         )
 
