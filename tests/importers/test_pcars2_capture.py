@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import shutil
+import struct
 from pathlib import Path
 
 import dpkt
@@ -65,3 +66,27 @@ def test_the_track_of_the_race_definition_names_file_session_and_metadata(
         (session,) = r.sessions
         header = session.header
         assert bytes(np.asarray(header["track"], dtype=np.uint8)).rstrip(b"\0").decode() == track
+
+
+def test_every_recorded_speed_and_rpm_is_a_telemetry_packets_in_order(
+    imported: tuple[Path, list[bytes]],
+) -> None:
+    """Speed (f32 @36) and rpm (u16 @40) of the 559-byte telemetry packets, read with struct: the
+    file's frames hold them in the packets' order (a frame repeats the last one until the next);
+    the frames before the first telemetry packet have no speed yet (NaN)."""
+    path, packets = imported
+    sent = [
+        struct.unpack_from("<f", d, 36) + struct.unpack_from("<H", d, 40) for d in packets if len(d) == 559
+    ]
+    assert len(sent) == 2637  # the data README's count
+    with Reader(path) as r:
+        block = r.frames(0)["pcars2"]
+    speed, rpm = block["speed"].astype(np.float64), block["rpm"].astype(np.int64)
+    first = int(np.flatnonzero(~np.isnan(speed))[0])
+    assert np.all(np.isnan(speed[:first])) and np.all(rpm[:first] == 0)
+    at = 0
+    for pair in zip(speed[first:].tolist(), rpm[first:].tolist(), strict=True):
+        while sent[at] != pair:  # the next packet's, or a later one's (two in a tick: the last)
+            at += 1
+            assert at < len(sent), f"{pair} is no telemetry packet's (in order)"
+    assert at >= len(sent) - 2  # up to the last packets
