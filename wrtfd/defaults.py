@@ -18,6 +18,7 @@ __all__ = [
     "ENGINE_TICK_S",
     "FLEET_STOP_UPLOAD_S",
     "FSYNC_INTERVAL_S",
+    "INFO_WAIT_S",
     "RAW_TAP_MAX_BYTES",
     "RECORDER_RATE_HZ",
     "SESSION_IDLE_S",
@@ -57,6 +58,9 @@ FLEET_STOP_UPLOAD_S = 5.0
 BATCH_S = 0.1
 #: How long a session's first samples are watched before its tick grid is fixed.
 SETTLE_S = 0.5
+#: How long (session time) a session's header waits for the session info (the track) that a
+#: source promises (``recorder.info_wait_s``): its frames are held meanwhile.
+INFO_WAIT_S = 3.0
 #: The live engine's step grid, and its longest pause while ticks, a session or data wait.
 ENGINE_TICK_S = 0.1
 ENGINE_CLOSE_S = 0.1

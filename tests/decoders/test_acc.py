@@ -124,7 +124,23 @@ def test_entry_list_car_driver_is_session_info() -> None:
     d = dec.decode(m.entry_list_car(3, 33, drivers=(("Ann", "Lee"), ("Bo", "Kim"))))
     assert d is not None
     assert d.values["race_number"] == 33 and d.values["car_model"] == 31
-    assert d.session_info == {"session_type": "race", "car": "car model 31 #33", "driver": "Ann Lee"}
+    assert d.session_info == {
+        "session_type": "race",
+        "car": "Audi R8 LMS GT3 Evo II #33",
+        "driver": "Ann Lee",
+    }
+
+
+def test_car_models_by_name() -> None:
+    """The focused car's model by the name the ACC server admin handbook's car model list gives
+    it (these ids written here from that list); an id the table does not know stays a number."""
+    for model, name in ((24, "Ferrari 488 GT3 Evo"), (0, "Porsche 991 GT3 R"), (53, "BMW M4 GT4"),
+                        (36, "Ford Mustang GT3"), (86, "Porsche 935"), (250, "car model 250")):  # fmt: skip
+        dec = AccDecoder()
+        feed(dec, [m.realtime(focused=3), m.entry_list([3])])
+        d = dec.decode(m.entry_list_car(3, 75, model=model))
+        assert d is not None and d.session_info is not None
+        assert (d.values["car_model"], d.session_info["car"]) == (model, f"{name} #75")
 
 
 def test_track_data_and_sessions() -> None:

@@ -310,14 +310,24 @@ class V1:
         return bytes(buf)
 
     def strings(
-        self, car: bytes = b"Audi R18", track: bytes = b"Le Mans", variation: bytes = b"Circuit"
+        self,
+        car: bytes = b"Audi R18",
+        track: bytes = b"Le Mans",
+        variation: bytes = b"Circuit",
+        car_class: bytes = b"LMP1",
+        names: tuple[bytes, ...] = (b"Jane Player", b"Ai Driver"),
     ) -> bytes:
-        buf = bytearray(1347)
-        struct.pack_into("<HB", buf, 0, 1122, 1)
-        buf[3 : 3 + len(car)] = car
-        buf[195 : 195 + len(track)] = track
-        buf[259 : 259 + len(variation)] = variation
-        return bytes(buf)
+        """sParticipantInfoStrings as real captures lay it out: build, type, car name @3, car
+        class @67, track location @131, variation @195 (64 B each), 16 names @259 (64 B each),
+        16 fastest lap times @1283 (f32)."""
+        packed = struct.pack(
+            "<HB64s64s64s64s" + "64s" * 16 + "16f",
+            1122, 1, car, car_class, track, variation,
+            *(names + (b"",) * (16 - len(names))),
+            *([101.25] * len(names) + [-1.0] * (16 - len(names))),
+        )  # fmt: skip
+        assert len(packed) == 1347
+        return packed
 
 
 def test_pcars1_telemetry_participants_and_the_viewed_car() -> None:
@@ -355,6 +365,11 @@ def test_pcars1_strings_name_car_and_track_and_other_packets() -> None:
     assert dec.decode(bytes(more)) is None and dec.skipped.as_dict() == {"participant_strings": 1}
     dec.decode(V1().strings(track=b"Monza", variation=b""))
     assert dec.decode(V1().telemetry()).session_key == 1  # type: ignore[union-attr]
+    # a strings packet whose car and track fields are empty names no track (not the first
+    # participant's name, which follows the variation) and starts no session
+    assert dec.decode(V1().strings(car=b"", track=b"", variation=b"", car_class=b"")) is None
+    later = dec.decode(V1().telemetry())
+    assert later is not None and later.session_key == 1 and later.session_info is None
     mislabelled = bytearray(V1().telemetry())
     mislabelled[2] = 1  # says "strings" in a telemetry-sized datagram
     with pytest.raises(DecodeError) as err:

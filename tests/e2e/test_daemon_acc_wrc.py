@@ -3,8 +3,9 @@ WRC over loopback at the same time, each game in its own recording group with la
 the oval's track file, while two ``wrtfd simulate`` subprocesses play the games:
 
 * ACC: the simulator is the game's broadcasting server (``--listen``): the daemon's ``acc`` source
-  registers with the password, gets the entry list and track data and records the session; a
-  second ``acc`` source with a wrong password is refused (counted, shown in status).
+  registers with the password, gets the entry list and (late, on purpose) the track data and
+  records the session; a second ``acc`` source with a wrong password is refused (counted, shown
+  in status).
 * WRC: the simulator sends ``session_update`` packets of the shipped structure for one stage.
 
 The feeds run at twice real time (the games' own clocks carry simulated time, which is what the
@@ -32,6 +33,13 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 OVAL = REPO / "config" / "tracks" / "oval.trk"
 SPEED = "2"
+#: The simulated game answers the track data request this long (simulated seconds: 1 s of real
+#: time) after the registration, well after the session's first frames (its tick grid is fixed
+#: 0.5 s after its first sample): the session starts before its track is known, every time.
+TRACK_DATA_DELAY = "2"
+#: The recorder's wait for the track: long enough for a loaded machine (the header must have
+#: the track whatever the order; docs/daemon.md, ACC).
+INFO_WAIT_S = 20
 
 
 def simulator(*args: str) -> subprocess.Popen[str]:
@@ -83,13 +91,14 @@ group = "wrc"
 
 [recorder]
 output_dir = "{out}"
+info_wait_s = {INFO_WAIT_S}
 [status]
 port = {status_port}
 [logging]
 format = "text"
 """
     acc_sim = simulator("--protocol", "acc", "--listen", f"127.0.0.1:{acc_port}", "--password", "s3cret",
-                        "--laps", "1", "--wait", "60")  # fmt: skip
+                        "--laps", "1", "--wait", "60", "--track-data-delay", TRACK_DATA_DELAY)  # fmt: skip
     d = Daemon(tmp_path, config, status_port=status_port).start()
     try:
         d.wait_ready()
@@ -145,7 +154,11 @@ def test_acc_session_entry_list_laps_and_events(recorded: dict[str, Any]) -> Non
         header = r.sessions[0].header
         assert text(header["track"]) == "Small oval track"
         assert text(header["session_type"]) == "race"
-        assert text(header["car"]) == "car model 31 #88"
+        # the simulator's car model 31 by its name, its driver from the entry list car message
+        assert text(header["car"]) == "Audi R8 LMS GT3 Evo II #88"
+        assert text(header["driver"]) == "Sim Driver"
+        assert r.metadata["Track"] == "Small oval track"
+        assert (r.metadata["Car"], r.metadata["Driver"]) == ("Audi R8 LMS GT3 Evo II #88", "Sim Driver")
         frames = r.frames(0)
         acc = frames["acc"]
         last = acc[-1]

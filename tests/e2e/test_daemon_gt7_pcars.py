@@ -143,4 +143,7 @@ def test_project_cars_records_the_lap(
     assert float(np.nanmax(block["speed"])) > 10.0 and int(block["all_race_position"][:, 0].max()) == 1
     with Reader(path) as r:
         cars = {bytes(s.header["car"]).rstrip(b"\x00").decode() for s in r.sessions}
+        tracks = {bytes(s.header["track"]).rstrip(b"\x00").decode() for s in r.sessions}
     assert "Simulated GT" in cars
+    # the game's own track name (race definition / strings packet), in every session's header
+    assert tracks == {"Small oval track"}

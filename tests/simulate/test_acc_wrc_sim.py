@@ -56,6 +56,24 @@ def test_registration_password_and_requests(session: tuple[TrackInfo, Simulation
     assert server.handle(encode_request(9, 1), a) == [] and list(server.clients) == [b]
 
 
+def test_track_data_answered_after_the_delay(session: tuple[TrackInfo, Simulation, list]) -> None:
+    """A slow game: track data comes ``track_data_delay_s`` (simulated) after the registration,
+    by :meth:`tick`, once however often it was asked for; other requests are answered at once."""
+    info, _sim, states = session
+    server = AccBroadcastServer(info, password="pw", track_data_delay_s=1.0)
+    a = ("10.0.0.1", 1)
+    assert decode_registration(server.handle(encode_register("x", "pw", 100), a)[0]).success
+    assert server.handle(encode_request(11, 1), a) == [] and server.handle(encode_request(11, 1), a) == []
+    assert server.handle(encode_request(10, 1), a)[0] == m.entry_list([7, 12, 3, 25], conn=1)
+    answered = []
+    for s in states[:90]:
+        answered += [(s.t_s, d) for d, to in server.tick(s) if d[0] == 5 and to == a]
+    assert len(answered) == 1
+    t, track = answered[0]
+    assert 1.0 <= t < 1.0 + 2 / 60 and b"Small oval track" in track
+    assert server.handle(encode_request(11, 1), a)[0] == track  # after the delay: at once
+
+
 def test_updates_follow_each_clients_interval(session: tuple[TrackInfo, Simulation, list]) -> None:
     info, _sim, states = session
     server = AccBroadcastServer(info, ai_cars=2)

@@ -164,3 +164,19 @@ def test_same_seed_same_bytes(session: tuple[TrackInfo, list], protocol: str) ->
     if protocol == "f1":  # the session UID comes from the seed
         c = [p for _, pkts in encode_all(protocol, info, states, seed=5) for p in pkts]
         assert c[0][7:15] != a[0][7:15]
+
+
+def test_pcars1_strings_packet_at_the_offsets_of_real_captures() -> None:
+    """The simulator's Project CARS 1 strings packet, read with plain struct at the offsets real
+    captures have: car @3, class @67, track location @131, variation @195, names @259."""
+    from wrtfd.simulate.pcars import CLASS_NAME, DRIVER, VEHICLE, Pcars1Encoder
+
+    packet = Pcars1Encoder(TrackInfo("Oval Test", 1000.0, (), 1)).strings()
+    assert len(packet) == 1347 and packet[2] & 0x03 == 1
+
+    def text(at: int) -> str:
+        return struct.unpack_from("<64s", packet, at)[0].split(b"\0", 1)[0].decode()
+
+    assert (text(3), text(67), text(131), text(195)) == (VEHICLE, CLASS_NAME, "Oval Test", "")
+    assert text(259) == DRIVER and all(text(259 + 64 * i) == "" for i in range(1, 16))
+    assert struct.unpack_from("<f", packet, 1283)[0] == -1.0

@@ -59,7 +59,7 @@ async def test_registers_records_a_session_and_unregisters() -> None:
     assert source.stats.dropped.as_dict() == {}
     assert source.stats.state is SourceState.STOPPED
     info = {k: v for s in samples if s.session_info for k, v in s.session_info.items()}
-    assert info == {"track": "Small oval track", "session_type": "race", "car": "car model 31 #88",
+    assert info == {"track": "Small oval track", "session_type": "race", "car": "Audi R8 LMS GT3 Evo II #88",
                     "driver": "Sim Driver"}  # fmt: skip
     cars = [s.values["all_car_index"] for s in samples if "all_car_index" in s.values]
     assert set(cars[-1][:4]) == {7, 12, 3, 25}

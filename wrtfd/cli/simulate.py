@@ -128,6 +128,14 @@ def register(subparsers: Any) -> None:
         "--command-password", default="", help="acc: the command password (none: every client may)"
     )
     p.add_argument(
+        "--track-data-delay",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="acc: answer track data requests only S simulated seconds after a client registered"
+        " (a slow game; default 0)",
+    )
+    p.add_argument(
         "--ai-cars", type=int, default=3, help="acc: AI cars besides the simulated one (0..4, default 3)"
     )
     p.add_argument(
@@ -177,6 +185,8 @@ def _run(args: argparse.Namespace) -> int:
         )
     if not 0 <= args.ai_cars <= 4:
         raise WrtfdError(f"--ai-cars must be 0..4, got {args.ai_cars}")
+    if not 0 <= args.track_data_delay <= 3600:
+        raise WrtfdError(f"--track-data-delay must be 0..3600 s, got {args.track_data_delay}")
     if not 0 < args.wait <= 3600:
         raise WrtfdError(f"--wait must be 0..3600 s, got {args.wait}")
     if args.protocol == "wrc":
@@ -369,6 +379,7 @@ def _serve(
         command_password=args.command_password,
         ai_cars=args.ai_cars,
         rate_hz=rate,
+        track_data_delay_s=args.track_data_delay,
     )
     with socket.socket(family, socket.SOCK_DGRAM) as sock:
         try:

@@ -35,6 +35,7 @@ from pydantic import (
 
 from wrtfd.daemon.defaults import default_config_data, state_directory
 from wrtfd.defaults import (
+    INFO_WAIT_S,
     RAW_TAP_MAX_BYTES,
     RECORDER_RATE_HZ,
     SESSION_IDLE_S,
@@ -407,6 +408,9 @@ class RecorderConfig(_Model):
     clock: Literal["arrival", "source"] = "arrival"
     #: A pause in every driving source longer than this ends the session.
     session_idle_s: PositiveSeconds = SESSION_IDLE_S
+    #: How long a new session's header waits for the track a game sends on its own (ACC's
+    #: track data, Project CARS' race definition); its frames are held meanwhile. 0: no wait.
+    info_wait_s: Annotated[float, Field(ge=0, le=60)] = INFO_WAIT_S
     max_session_s: PositiveSeconds | None = None
     rotate_bytes: Annotated[int, Field(ge=4096)] | None = None
     rotate_s: PositiveSeconds | None = None

@@ -45,6 +45,7 @@ def wedge_hook(fifo: str) -> Callable[[Recorder, bool], None]:
 
 def source_specs(built: Sequence[Any]) -> list[Any]:
     """The recorder's :class:`~wrtfd.recorder.SourceSpec` of each built source (config order)."""
+    from wrtfd.decoders.base import awaited_info
     from wrtfd.recorder import SourceSpec
 
     return [
@@ -53,6 +54,7 @@ def source_specs(built: Sequence[Any]) -> list[Any]:
             definition=b.definition,
             drives_frames=b.config.drives_frames,
             stale_after_s=b.config.stale_after_s,
+            awaits_info=awaited_info(getattr(b.source, "decoder", None)),
         )
         for b in built
     ]
@@ -70,6 +72,7 @@ def recorder_policy(loaded: LoadedConfig, output_dir: Path) -> Any:
         rate_hz=rc.rate_hz,
         file_template=rc.file_template or DEFAULT_TEMPLATE,
         session_idle_s=rc.session_idle_s,
+        info_wait_s=rc.info_wait_s,
         max_session_s=rc.max_session_s,
         rotate_bytes=rc.rotate_bytes,
         rotate_s=rc.rotate_s,

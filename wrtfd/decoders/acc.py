@@ -49,6 +49,7 @@ from functools import cache
 from typing import Any
 
 from wrtfd.decoders._common import check_channels, fit_utf8, load_definition, select_channels
+from wrtfd.decoders.acc_cars import car_model_name
 from wrtfd.decoders.base import Decoded, DropCounter
 from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import ConfigError, DecodeError
@@ -311,6 +312,9 @@ class AccDecoder:
     """
 
     protocol = "acc"
+    #: The track comes in TRACK_DATA, the answer to a request: a new session's header waits a
+    #: little for it (``recorder.info_wait_s``).
+    awaits_session_info: tuple[str, ...] = ("track",)
 
     def __init__(self, *, max_cars: int = 32, channels: Sequence[str] | None = None) -> None:
         if isinstance(max_cars, bool) or not isinstance(max_cars, int) or not 1 <= max_cars <= MAX_CARS_LIMIT:
@@ -415,7 +419,7 @@ class AccDecoder:
         slot = self._slot_of.get(self._focused)
         if slot is not None:
             cols = self._cols
-            info["car"] = f"car model {cols[2][slot]} #{cols[1][slot]}"
+            info["car"] = f"{car_model_name(cols[2][slot])} #{cols[1][slot]}"
         driver = self._drivers.get(self._focused)
         if driver is not None and driver[0] < len(driver[1]):
             info["driver"] = driver[1][driver[0]]

@@ -28,6 +28,7 @@ __all__ = [
     "SampleSink",
     "SessionDescription",
     "SinkFull",
+    "awaited_info",
     "generated_definition",
 ]
 
@@ -144,3 +145,11 @@ def generated_definition(
         },
         "frame": {"description": frame_description, "fields": fields},
     }
+
+
+def awaited_info(decoder: object) -> tuple[str, ...]:
+    """The session info keys ``decoder`` promises shortly after a session starts (its optional
+    ``awaits_session_info``, e.g. a game that names its track in a packet of its own): what a
+    new session's header waits for (``recorder.info_wait_s``). None by default."""
+    keys = getattr(decoder, "awaits_session_info", ())
+    return tuple(k for k in keys if isinstance(k, str)) if isinstance(keys, tuple) else ()

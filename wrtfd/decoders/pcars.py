@@ -317,9 +317,10 @@ _V1_MORE_STRINGS_SIZE = 1028
 V1_SIZES = frozenset({_V1_TELEMETRY_SIZE, _V1_STRINGS_SIZE, _V1_MORE_STRINGS_SIZE})
 #: Packet type (low 2 bits of byte 2) -> its size.
 _V1_KIND_SIZES = {0: _V1_TELEMETRY_SIZE, 1: _V1_STRINGS_SIZE, 2: _V1_MORE_STRINGS_SIZE}
-# strings 1347 B: build, type, car name @3, 64 bytes, car class @131, track location @195, track
-# variation @259, 16 participant names @323 (offsets from the SMS header; names and class unused)
-_V1_STRINGS = struct.Struct("<HB64s64x64x64s64s")
+# strings 1347 B: build, type, car name @3, car class @67, track location @131, track variation
+# @195 (64 B each), 16 participant names @259 (64 B each), 16 fastest lap times @1283 (f32): the
+# offsets of real captures (names, class and times unused)
+_V1_STRINGS = struct.Struct("<HB64s64x64s64s")
 _V1_SPEC: list[tuple[str | None, int]] = [
     ("build_version", 1),
     (None, 1),  # packet type
@@ -554,6 +555,9 @@ class _Base:
 
     protocol = ""
     schema_file = ""
+    #: The track comes in a packet of its own (race definition, strings): a new session's header
+    #: waits a little for it (``recorder.info_wait_s``).
+    awaits_session_info: tuple[str, ...] = ("track",)
 
     def __init__(self, channels: Sequence[str] | None) -> None:
         self.definition: dict[str, Any]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from wrtfd.decoders import registry
-from wrtfd.decoders.base import Decoder, Sample
+from wrtfd.decoders.base import Decoder, Sample, awaited_info
 from wrtfd.defaults import FSYNC_INTERVAL_S, RECORDER_RATE_HZ, SESSION_IDLE_S, UDP_MAX_DATAGRAM_BYTES
 from wrtfd.errors import ConfigError
 from wrtfd.importers.replay import GroupPlan, GroupReplay
@@ -110,7 +110,9 @@ def udp_source(name: str, protocol: str, port: int, *, group: str | None = None)
     definition = getattr(decoder, "definition", None)
     if not isinstance(definition, Mapping):
         raise ConfigError(f"protocol {protocol!r} needs a WRTF definition file: give it in a --config")
-    spec = SourceSpec(name=name, definition=dict(definition), drives_frames=True)
+    spec = SourceSpec(
+        name=name, definition=dict(definition), drives_frames=True, awaits_info=awaited_info(decoder)
+    )
     return PlanSource(name, group or name, "udp", protocol, decoder, spec, port=port)
 
 

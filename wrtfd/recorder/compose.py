@@ -9,7 +9,7 @@ Layout of the file's definition (a plain dict, turned into a schema by ``wrtfd.f
   markers' bytes (:mod:`wrtfd.format.markers`, 12 bytes). Then one struct field per
   derived-channel plug-in, named after it (``laps.lap_number``).
 * session header: ``start_timestamp`` (uint64, us: the session's time base, N9), ``track``,
-  ``car``, ``session_type`` (uint8[64] tagged ``text``: what the sources reported),
+  ``car``, ``session_type``, ``driver`` (uint8[64] tagged ``text``: what the sources reported),
   ``start_reason`` (why the session started) and ``sources`` (per source: whether its clock
   or its arrival times place its samples).
 * session footer: ``frames``, ``dropped_ticks``, ``duration_s``, ``end_reason``, per-source
@@ -273,6 +273,13 @@ def compose_definition(
             "dimensions": TEXT_BYTES,
             "tags": ["text", "metadata"],
             "description": "Session type reported by the sources",
+        },
+        {
+            "name": "driver",
+            "type": "uint8",
+            "dimensions": TEXT_BYTES,
+            "tags": ["text", "metadata"],
+            "description": "Driver reported by the sources",
         },
         {"name": "start_reason", "type": "wrtfd__start_reason", "description": "Why the session started"},
         {"name": "sources", "type": "wrtfd__sources", "description": "Per-source session info"},

@@ -67,7 +67,7 @@ DEFAULT_TEMPLATE = "{date}_{time}_{source}_{track}.wrtf"
 MAX_COMPONENT = 48
 MAX_NAME_BYTES = 200
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
-_KNOWN = frozenset({"date", "time", "datetime", "source", "track", "car", "session_type", "seq"})
+_KNOWN = frozenset({"date", "time", "datetime", "source", "track", "car", "session_type", "driver", "seq"})
 _UNSAFE = re.compile(r"[^\w.+-]+", re.UNICODE)
 
 
@@ -195,6 +195,7 @@ class FileSink:
         self._buffer_bytes = buffer_bytes
         self._frame_size = with_check(schema).frame_size  # as stored: with the frame check
         self._footer_bytes = 24 + schema.footer_size + 40  # session footer + document footer tails
+        self._header_bytes = 8 + -(-schema.header_size // 8) * 8  # a session header, padded
         self.writer: Writer | None = None
         self.paths: list[Path] = []
         self.files = 0
@@ -240,10 +241,18 @@ class FileSink:
         self._summary = {}
         if self._failing:
             return  # the next frames retry once the backoff has passed
-        rotating = (
-            self.writer is not None
-            and self.rotate_sessions is not None
-            and self.writer.session_count >= self.rotate_sessions
+        w = self.writer
+        rotating = w is not None and (
+            (self.rotate_sessions is not None and w.session_count >= self.rotate_sessions)
+            or (  # no room for another session (header, a frame, the footers) in this file
+                self.rotate_bytes is not None
+                and w.bytes_written
+                + self._header_bytes
+                + self._frame_size
+                + self._footer_bytes
+                + 24 * (w.session_count + 2)
+                > self.rotate_bytes
+            )
         )
         if rotating:
             self._close_file()
@@ -420,6 +429,7 @@ class FileSink:
                 "track": info.get("track"),
                 "car": info.get("car"),
                 "session_type": info.get("session_type"),
+                "driver": info.get("driver"),
             },
             seq=self.files,
         )
@@ -430,7 +440,7 @@ class FileSink:
             path = self.output_dir / f"{stem}-{k}.wrtf"
             k += 1
         meta = dict(self.metadata)
-        for key, label in (("track", "Track"), ("car", "Car")):
+        for key, label in (("track", "Track"), ("car", "Car"), ("driver", "Driver")):
             value = info.get(key)
             if value and label not in meta:
                 meta[label] = str(value).encode("utf-8", "replace").decode("utf-8")[:256]

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from wrtfd.decoders.base import Sample
-from wrtfd.defaults import ARRIVAL_BUNCH_S
+from wrtfd.defaults import ARRIVAL_BUNCH_S, INFO_WAIT_S
 from wrtfd.errors import ConfigError, SchemaError
 from wrtfd.format import Schema
 from wrtfd.recorder import durability
@@ -61,7 +61,7 @@ __all__ = [
     "replay",
 ]
 
-_INFO_KEYS = ("track", "car", "session_type")
+_INFO_KEYS = ("track", "car", "session_type", "driver")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +73,9 @@ class SourceSpec:
     drives_frames: bool = True
     stale_after_s: float | None = None
     use_source_clock: bool = True
+    #: Session info keys the source reports shortly after a session starts (a game that names
+    #: its track in a packet of its own): a new session's header waits for them (``info_wait_s``).
+    awaits_info: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,8 @@ class RecorderPolicy:
     ``bunch_s``: the arrival delay an arrival-stamped source may accumulate before a gap counts
     as a real pause. ``settle_s``: how long the first samples are watched before a session's
     tick grid is fixed. ``batch_s``: (live) how often frames are handed to the writer thread.
+    ``info_wait_s``: how much session time a new session's header (and file) waits for the
+    session info a source promises (:attr:`SourceSpec.awaits_info`); 0: never waits.
     """
 
     output_dir: Path
@@ -97,6 +102,7 @@ class RecorderPolicy:
     jitter_s: float = durability.JITTER_S
     bunch_s: float = ARRIVAL_BUNCH_S
     settle_s: float = durability.SETTLE_S
+    info_wait_s: float = INFO_WAIT_S
     merge: str = "last"
     batch_s: float = durability.BATCH_S
     retry_s: float = 1.0
@@ -116,8 +122,10 @@ class RecorderPolicy:
             v = getattr(self, key)
             if not v > 0:
                 raise ConfigError(f"recorder.{key}: must be > 0, got {v!r}")
-        if self.settle_s < 0:
-            raise ConfigError(f"recorder.settle_s: must be >= 0, got {self.settle_s!r}")
+        for key in ("settle_s", "info_wait_s"):
+            v = getattr(self, key)
+            if not v >= 0:
+                raise ConfigError(f"recorder.{key}: must be >= 0, got {v!r}")
         if self.bunch_s > self.jitter_s:
             raise ConfigError(f"recorder.bunch_s ({self.bunch_s}) must not exceed jitter_s ({self.jitter_s})")
         if self.merge not in ("last", "first"):
@@ -221,6 +229,15 @@ class Recorder:
         #: Markers asked for and written into the frames (see :meth:`mark`).
         self.markers = MarkerStamper()
         self._session_start_ns: int | None = None
+        #: Sources whose session info a new session's header waits for: name -> keys.
+        self._awaited = {s.name: s.awaits_info for s in self.sources if s.awaits_info}
+        self._info_wait_ticks = round(policy.info_wait_s * policy.rate_hz)
+        #: The session start and frames held while the header waits (None: not waiting).
+        self._held: list[Op] | None = None
+        self._held_start_us = 0
+        self._held_start_ns = 0
+        self._held_reason = ""
+        self._held_info: Mapping[str, Mapping[str, str]] = {}
         #: ``record = "triggered"``: the gate between these operations and the sink.
         self.gate = (
             None
@@ -281,12 +298,12 @@ class Recorder:
         tick = max(0, (now_ns - start) * self.policy.rate_hz // 1_000_000_000)
         return tick if self.markers.request(tick, wall_us, note) else None
 
-    def _header(self, ev: SessionStarted) -> dict[str, Any]:
-        header: dict[str, Any] = {"start_reason": ev.reason}
+    def _header(self, reason: str, info: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+        header: dict[str, Any] = {"start_reason": reason}
         order = self._drivers + [s.name for s in self.sources if s.name not in self._drivers]
         for key in _INFO_KEYS:
             for name in order:
-                value = ev.info.get(name, {}).get(key)
+                value = info.get(name, {}).get(key)
                 if value:
                     header[key] = _text(value)
                     break
@@ -344,7 +361,15 @@ class Recorder:
                 self.dropped_ticks += ev.dropped_ticks
                 if self.on_frames is not None:
                     self.on_frames(frames, self._live_start_us)
-                ops.append(FramesOp(frames, None, tuple(marks)))
+                op = FramesOp(frames, None, tuple(marks))
+                held = self._held
+                if held is None:
+                    ops.append(op)
+                    continue
+                held.append(op)
+                if self._info_arrival() == "missing" and int(frames["tick"][-1]) < self._info_wait_ticks:
+                    continue
+                ops.extend(self._release())
             elif isinstance(ev, SessionStarted):
                 self.sessions_started += 1
                 self.markers.reset()
@@ -355,12 +380,49 @@ class Recorder:
                     except Exception:  # a plug-in's bug must not stop the recording
                         self.derived_errors += 1
                 self._live_start_us = self.wall_us(ev.start_ns)
-                ops.append(BeginOp(self._header(ev), self._live_start_us))
+                if self._info_wait_ticks > 0 and self._info_missing(ev.info):
+                    self._held = []
+                    self._held_start_us, self._held_reason = self._live_start_us, ev.reason
+                    self._held_start_ns, self._held_info = ev.start_ns, ev.info
+                    continue
+                ops.append(BeginOp(self._header(ev.reason, ev.info), self._live_start_us))
             else:
+                if self._held is not None:
+                    ops.extend(self._release())
                 self.markers.reset()
                 self._session_start_ns = None
                 ops.append(EndOp(self._footer(ev)))
+        if self._held is not None and self._info_arrival() != "missing":
+            ops.extend(self._release())
         return ops if self.gate is None else self.gate.feed(ops)
+
+    def _info_missing(self, info: Mapping[str, Mapping[str, str]] | None = None) -> bool:
+        """Whether a source has not yet reported session info it promises (see ``info_wait_s``)."""
+        if not self._awaited:
+            return False
+        if info is None:
+            info = self.scheduler.session_info()
+        return any(not info.get(name, {}).get(key) for name, keys in self._awaited.items() for key in keys)
+
+    def _info_arrival(self) -> str:
+        """Of the held session: whether the awaited info is still ``missing``, arrived ``in_time``
+        (received within ``info_wait_s`` of the session's start) or ``late``. Decided by the
+        receive times, not by when this is asked: the same input gives the same header however
+        often the engine flushes (live: every batch; an import: every 1024 samples)."""
+        deadline = self._held_start_ns + self._info_wait_ticks * 1_000_000_000 // self._rate
+        since = self.scheduler.info_since
+        times = [since(name, key) for name, keys in self._awaited.items() for key in keys]
+        if any(t is None for t in times) or self._info_missing():
+            return "missing"
+        return "late" if any(t is not None and t > deadline for t in times) else "in_time"
+
+    def _release(self) -> list[Op]:
+        """The held session start, with its header, and its held frames. The header has the
+        session info known now when the awaited info came in time, else what was known at the
+        start (a track that came later belongs to no header: the session is under way)."""
+        held, self._held = self._held or [], None
+        info = self.scheduler.session_info() if self._info_arrival() == "in_time" else self._held_info
+        return [BeginOp(self._header(self._held_reason, info), self._held_start_us), *held]
 
     def _derive(self, frames: np.ndarray) -> None:
         ticks = frames["tick"]

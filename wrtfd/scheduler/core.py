@@ -143,6 +143,7 @@ class _Src:
         "drives",
         "index",
         "info",
+        "info_since",
         "last_k",
         "last_update_ns",
         "name",
@@ -177,6 +178,7 @@ class _Src:
         self.counters = SourceCounters()
         self.session_base: dict[str, int] = {}
         self.info: dict[str, str] = {}
+        self.info_since: dict[str, int] = {}  # key -> rx_ns of the sample that set its value
         self.last_k: int | None = None  # grid tick of the last sample applied (current grid)
         self.last_update_ns: int | None = None
         self.stale = True
@@ -297,6 +299,16 @@ class TickScheduler:
     def counters(self) -> dict[str, SourceCounters]:
         return {s.name: s.counters for s in self._sources}
 
+    def session_info(self) -> dict[str, dict[str, str]]:
+        """The latest session info of each source that has sent any (what a session started
+        now would get in its :class:`SessionStarted`)."""
+        return {s.name: dict(s.info) for s in self._sources if s.info}
+
+    def info_since(self, source: str, key: str) -> int | None:
+        """When (receive time, ns) ``source``'s session info ``key`` got its value; None: never."""
+        src = self._by_name.get(source)
+        return None if src is None else src.info_since.get(key)
+
     def clock_modes(self) -> dict[str, bool]:
         """Per source: True when its latest sample was placed by its own clock."""
         return {s.name: s.clocked for s in self._sources}
@@ -313,7 +325,11 @@ class TickScheduler:
         c = src.counters
         c.samples += 1
         if sample.session_info:
-            src.info.update(sample.session_info)
+            info, since = src.info, src.info_since
+            for name, text in sample.session_info.items():
+                if info.get(name) != text:
+                    info[name] = text
+                    since[name] = sample.rx_ns
         rx = sample.rx_ns
         st = sample.source_time_ns
         est: SourceClockMap | ArrivalClock
@@ -572,7 +588,7 @@ class TickScheduler:
         self._session_frames = 0
         self._session_dropped = 0
         self._out_dropped = 0
-        info = {s.name: dict(s.info) for s in self._sources if s.info}
+        info = self.session_info()
         self._events.append(SessionStarted(self._session, self._start_of(k), self._start_reason, info))
         self._start_reason = "first"
 

@@ -89,6 +89,9 @@ class _Client:
     interval_s: float
     writable: bool
     next_update_t: float = -1.0
+    registered_t: float = 0.0
+    #: A track data request waits for its answer (``track_data_delay_s``).
+    track_asked: bool = False
 
 
 class AccBroadcastServer:
@@ -104,10 +107,14 @@ class AccBroadcastServer:
         rate_hz: float = 60.0,
         car: CarSpec | None = None,
         first_connection_id: int = 1,
+        track_data_delay_s: float = 0.0,
     ) -> None:
         if not 0 <= ai_cars <= len(AI_CARS):
             raise ValueError(f"ai_cars must be 0..{len(AI_CARS)}")
         self.track = track
+        #: Track data is answered no sooner than this long (simulated time) after a client
+        #: registered: a game slow to answer, as a busy one may be.
+        self.track_data_delay_s = track_data_delay_s
         self.password = password
         self.command_password = command_password
         self.rate_hz = rate_hz
@@ -162,7 +169,9 @@ class AccBroadcastServer:
             conn = self._next_id
             self._next_id += 1
             writable = not self.command_password or command == self.command_password
-            self.clients[client] = _Client(conn, max(0.01, interval_ms / 1000.0), writable)
+            self.clients[client] = _Client(
+                conn, max(0.01, interval_ms / 1000.0), writable, registered_t=self._t
+            )
             return [self._registration(conn, True, writable, "")]
         if len(data) != 5:
             raise ValueError("a request is type + connection id")
@@ -177,6 +186,9 @@ class AccBroadcastServer:
         if kind == 10:  # REQUEST_ENTRY_LIST
             return [self.entry_list(conn), *[self.entry_list_car(c) for c in self.cars]]
         if kind == 11:  # REQUEST_TRACK_DATA
+            if self._t < known.registered_t + self.track_data_delay_s:
+                known.track_asked = True  # answered by tick() when the delay has passed
+                return []
             return [self.track_data(conn)]
         self.bad_requests += 1
         return []
@@ -320,6 +332,10 @@ class AccBroadcastServer:
             self._over = True
             events.append(self.event(EV_SESSION_OVER, PLAYER_INDEX, round(self._t * 1000), "session over"))
         out: list[tuple[bytes, Any]] = [(e, addr) for addr in self.clients for e in events]
+        for addr, cl in self.clients.items():
+            if cl.track_asked and self._t >= cl.registered_t + self.track_data_delay_s:
+                cl.track_asked = False
+                out.append((self.track_data(cl.connection_id), addr))
         due = [(a, cl) for a, cl in self.clients.items() if self._t >= cl.next_update_t - 1e-9 or last]
         if due:
             order = sorted(self.cars, key=lambda c: -c.progress_m)

@@ -54,7 +54,8 @@ _V1_HEAD = struct.Struct(
 )
 _V1_CAR = struct.Struct("<3hHBBBBf")
 _V1_TAIL = struct.Struct("<f2BB")
-_V1_STRINGS = struct.Struct("<HB64s64s64s64s64s1024s")
+# car name @3, class @67, track location @131, variation @195, 16 names @259, 16 lap times @1283
+_V1_STRINGS = struct.Struct("<HB64s64s64s64s1024s64s")
 V1_PARTICIPANTS = 56
 
 
@@ -221,7 +222,14 @@ class Pcars1Encoder(_Common):
         name = self.track.name.encode()[:63]
         driver = DRIVER.encode().ljust(64, b"\x00")
         return _V1_STRINGS.pack(
-            1200, self._type(1), VEHICLE.encode(), b"", CLASS_NAME.encode(), name, b"", driver + bytes(960)
+            1200,
+            self._type(1),
+            VEHICLE.encode(),
+            CLASS_NAME.encode(),
+            name,
+            b"",
+            driver + bytes(960),
+            struct.pack("<16f", -1.0, *[0.0] * 15),
         )
 
     def telemetry(self, s: CarState) -> bytes:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from wrtfd.decoders.base import Sample
+from wrtfd.decoders.base import Sample, awaited_info
 from wrtfd.simulate.car import Simulation
 from wrtfd.simulate.encoding import Encoder
 from wrtfd.simulate.sender import with_last
@@ -55,7 +55,7 @@ def record_simulation(
     policy = RecorderPolicy(output_dir=output_dir, rate_hz=round(sim.rate_hz))
     return replay(
         simulated_samples(sim, encoder, decoder, protocol),
-        [SourceSpec(protocol, decoder.definition)],
+        [SourceSpec(protocol, decoder.definition, awaits_info=awaited_info(decoder))],
         policy,
         start_timestamp_us=start_timestamp_us,
         metadata=metadata or {},
