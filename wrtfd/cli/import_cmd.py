@@ -62,8 +62,9 @@ def detect_format(path: Path) -> str:
 
     :raises ImportFormatError: no known format matches (the message lists them).
     """
-    from wrtfd.importers.can_log import is_savvycan_header
-    from wrtfd.importers.ibt import looks_like_ibt
+    # The light modules that hold the tests, never the importers (which may need an extra)
+    from wrtfd.decoders.savvycan import is_savvycan_header
+    from wrtfd.ibt.reader import looks_like_ibt
     from wrtfd.pcap.reader import capture_kind
 
     with path.open("rb") as f:

@@ -70,7 +70,7 @@ def find_position_fields(dtype: np.dtype, source: str | None = None) -> tuple[st
                 return cand, PositionFields(pos.x, pos.z, pos.z_sign, active)
     where = f"source {source!r}" if source else "any source"
     raise TrackError(
-        f"no position channels in {where} of this recording (known: forza, f1, outsim, codemasters)"
+        f"no position channels in {where} of this recording (known: {', '.join(sorted(POSITION_FIELDS))})"
     )
 
 
