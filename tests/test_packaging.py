@@ -221,6 +221,10 @@ def test_fresh_core_install_reads_files_and_the_daemon_extra_runs_the_daemon(tmp
     assert len(dump.stdout.splitlines()) == 2 + 2 * 5  # a session line and 5 frames, twice
     run = wrtfd("run")
     assert (run.returncode, run.stderr) == (2, DAEMON_MISSING)
+    write_forza_capture(work / "forza.pcapng")  # issue 23 item 12: import in the core install
+    imported = wrtfd("import", "forza.pcapng", "-o", "forza.wrtf")
+    assert imported.returncode == 0, imported.stderr
+    assert json.loads(wrtfd("info", "--json", "forza.wrtf").stdout)["frames"] > 60
 
     _pip("--python", python, "install", f"{wheel}[daemon]")
     status_port = free_port()
@@ -244,13 +248,11 @@ OPTIONAL = ["cantools", "can", "anyio", "pydantic", "pyarrow", "pandas", "asammd
 OPTIONAL += ["rich", "pynmeagps", "serial_asyncio", "hypercorn", "starlette", "nats", "pyproj", "pyubx2"]
 
 
-def test_import_of_a_capture_needs_no_extra(tmp_path: Path) -> None:
-    """Issue 23 item 12: ``wrtfd import forza.pcapng`` in the core install (detection used to
-    import the CAN importer, hence cantools)."""
+def write_forza_capture(cap: Path) -> None:
+    """1.5 s of simulated Forza to its usual port, as a pcapng capture."""
     from tests.daemon.test_lazy_imports import forza_datagrams
     from wrtfd.pcap import PcapngWriter
 
-    cap = tmp_path / "forza.pcapng"
     with cap.open("wb") as f:
         w = PcapngWriter(f)
         iface = w.add_udp_interface("eth0")
@@ -258,6 +260,13 @@ def test_import_of_a_capture_needs_no_extra(tmp_path: Path) -> None:
             w.write_datagram(
                 iface, 10**18 + i * 16_666_667, ("192.168.1.20", 50000), ("192.168.1.5", 5301), d
             )
+
+
+def test_import_of_a_capture_needs_no_extra(tmp_path: Path) -> None:
+    """Issue 23 item 12: ``wrtfd import forza.pcapng`` in the core install (detection used to
+    import the CAN importer, hence cantools)."""
+    cap = tmp_path / "forza.pcapng"
+    write_forza_capture(cap)
     proc = _run_without(OPTIONAL, "import", str(cap), "-o", str(tmp_path / "out.wrtf"))
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "out.wrtf").stat().st_size > 10_000

@@ -50,7 +50,7 @@ def forza_datagrams(n: int) -> list[bytes]:
     track = load_track(ROAD)
     path = LanePath(track)
     sim = Simulation(path, laps=1, rate_hz=60.0, seed=3)
-    encoder = make_encoder("forza", TrackInfo(track.name, path.length_m, [], 1))
+    encoder = make_encoder("forza", TrackInfo(track.name, path.length_m, (), 1))
     out: list[bytes] = []
     for i, state in enumerate(sim.states()):
         out.extend(encoder.encode(state, first=i == 0, last=False))

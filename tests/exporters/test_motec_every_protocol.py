@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -128,16 +128,16 @@ EXPECTED: dict[str, list[Want]] = {
 NO_COMMON_CHANNELS = {"outsim"}
 
 
-def definition(protocol: str) -> dict[str, object]:
+def definition(protocol: str) -> dict[str, Any]:
     data = yaml.safe_load((SCHEMAS / f"{protocol}.wrtf.yaml").read_text())
     assert isinstance(data, dict)
     return data
 
 
-def field_type(defn: dict[str, object], name: str) -> str:
+def field_type(defn: dict[str, Any], name: str) -> str:
     frame = defn["frame"]
     fields = frame["fields"] if isinstance(frame, dict) else frame
-    (found,) = [f["type"] for f in fields if f["name"] == name]  # type: ignore[index]
+    (found,) = [f["type"] for f in fields if f["name"] == name]
     return str(found)
 
 

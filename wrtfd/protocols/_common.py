@@ -6,7 +6,7 @@ import math
 
 from wrtfd.protocols._descriptor import MotecName
 
-__all__ = ["CLUTCH_1", "DEG", "GEAR", "PCT_1", "PCT_255", "RPM", "SPEED", "pedal"]
+__all__ = ["DEG", "GEAR", "PCT_1", "PCT_255", "RPM", "SPEED", "pedal"]
 
 SPEED = MotecName("Ground Speed", "Gnd Spd")
 RPM = MotecName("Engine RPM", "RPM")
@@ -14,7 +14,6 @@ GEAR = MotecName("Gear", "Gear")
 PCT_255 = 100.0 / 255.0  # a 0-255 pedal byte -> %
 PCT_1 = 100.0  # a 0-1 fraction -> %
 DEG = 180.0 / math.pi  # radians -> degrees
-CLUTCH_1 = MotecName("Clutch Pos", "ClutchP", "%", PCT_1)
 
 _PEDALS = {
     "throttle": ("Throttle Pos", "Thr Pos"),
