@@ -16,6 +16,7 @@ import pytest
 from tests.importers.frames import assert_same_frames
 from tests.importers.test_pcap_import import write_capture
 from tests.sources.test_udp_loopback_record import f1_stream
+from wrtfd.cli.main import main
 from wrtfd.format import Reader
 from wrtfd.importers.pcap import import_capture
 from wrtfd.simulate import Simulation, TrackInfo, make_encoder
@@ -130,3 +131,26 @@ def test_real_project_cars_2_capture_imports_by_content(shared_data: Path, tmp_p
         while i < len(want) and want[i] != pair:
             i += 1
         assert i < len(want), f"recorded {pair} is no telemetry packet's (after the previous one)"
+
+
+def test_gzipped_capture_imports_as_itself(shared_data: Path, tmp_path: Path) -> None:
+    """``wrtfd import capture.pcap.gz``: the same recording as the decompressed capture's."""
+    gz = shared_data / PC2_CAPTURE
+    plain = tmp_path / "pc2.pcap"
+    plain.write_bytes(gzip.decompress(gz.read_bytes()))
+    assert main(["import", str(plain), "-o", str(tmp_path / "plain.wrtf")]) == 0
+    assert main(["import", str(gz), "-o", str(tmp_path / "gz.wrtf")]) == 0
+    frames = all_frames(tmp_path / "gz.wrtf")
+    assert len(frames) > 2500
+    assert assert_same_frames(frames, all_frames(tmp_path / "plain.wrtf")) > 100  # leaf fields
+
+
+def test_cut_gzip_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cap = tmp_path / "rig.pcapng"
+    write_capture(cap, [(7777, simulated_datagrams("pcars2", 1.0), 60.0)])
+    cut = tmp_path / "cut.pcapng.gz"
+    cut.write_bytes(gzip.compress(cap.read_bytes())[:-100])
+    assert main(["import", str(cut), "-o", str(tmp_path / "out.wrtf")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("wrtfd: error: ") and "not a readable gzip file" in err and err.count("\n") == 1
+    assert not (tmp_path / "out.wrtf").exists()

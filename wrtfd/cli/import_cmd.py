@@ -65,7 +65,7 @@ def detect_format(path: Path) -> str:
     # The light modules that hold the tests, never the importers (which may need an extra)
     from wrtfd.decoders.savvycan import is_savvycan_header
     from wrtfd.ibt.reader import looks_like_ibt
-    from wrtfd.pcap.reader import capture_kind
+    from wrtfd.pcap.reader import GZIP_MAGIC, capture_kind, gunzip_head
 
     with path.open("rb") as f:
         head = f.read(HEAD_BYTES)
@@ -79,6 +79,8 @@ def detect_format(path: Path) -> str:
         return "carla"
     if capture_kind(head) is not None:
         return "pcap"
+    if head[:2] == GZIP_MAGIC and capture_kind(gunzip_head(head)) is not None:
+        return "pcap"  # a .pcap.gz / .pcapng.gz: the reader decompresses it
     if looks_like_ibt(head, size):
         return "ibt"
     lines = _first_lines(head)
@@ -90,8 +92,8 @@ def detect_format(path: Path) -> str:
     if complete and sum(1 for line in complete if _NMEA_SENTENCE.search(line)) * 2 > len(complete):
         return "nmea"
     raise ImportFormatError(
-        f"{path}: not a known recording format (pcap/pcapng, candump -l, SavvyCAN CSV, NMEA log,"
-        " iRacing .ibt, CARLA recorder, .zddsrec); use --format"
+        f"{path}: not a known recording format (pcap/pcapng, gzip'd or not, candump -l, SavvyCAN CSV,"
+        " NMEA log, iRacing .ibt, CARLA recorder, .zddsrec); use --format"
     )
 
 
