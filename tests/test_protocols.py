@@ -30,6 +30,7 @@ from wrtfd.protocols import (
 from wrtfd.simulate import Simulation, TrackInfo, make_encoder
 from wrtfd.simulate.sender import with_last
 from wrtfd.tracks import LanePath, load_track, timing_sectors
+from wrtfd.tracks.analysis import find_position_fields
 
 REPO = Path(__file__).resolve().parent.parent
 PROTOCOLS = all_protocols()
@@ -129,6 +130,9 @@ def test_position_channels(name: str) -> None:
         assert dtype[field].shape == () and dtype[field].kind in "fiu", field
     if info.position.active is not None:
         assert dtype[info.position.active].shape == ()
+    # a recording of this definition is read back with this protocol's position (a Codemasters
+    # file has OutSim's pos_y too; a GT7 file Forza's position_x/z, but GT7's on_track)
+    assert find_position_fields(dtype) == (None, info.position)
 
 
 @pytest.mark.parametrize("name", NAMES)

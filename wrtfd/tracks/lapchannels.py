@@ -40,9 +40,13 @@ __all__ = ["POSITION_FIELDS", "LapChannels", "PositionFields", "lap_channels_for
 
 
 #: Defaults per protocol: each protocol descriptor's ``position`` (:mod:`wrtfd.protocols`), for
-#: the protocols whose frames hold one (names of their frame fields in ``wrtfd/schemas``).
+#: the protocols whose frames hold one (names of their frame fields in ``wrtfd/schemas``), in
+#: port-preference order (Forza, F1, OutSim, Codemasters... first): the order in which
+#: :func:`wrtfd.tracks.analysis.find_position_fields` tries them on a file.
 POSITION_FIELDS: dict[str, PositionFields] = {
-    name: info.position for name, info in all_protocols().items() if isinstance(info.position, PositionFields)
+    name: info.position
+    for name, info in sorted(all_protocols().items(), key=lambda item: (item[1].port_rank, item[0]))
+    if isinstance(info.position, PositionFields)
 }
 
 LAP_FIELDS: list[dict[str, Any]] = [
