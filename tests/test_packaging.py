@@ -168,7 +168,9 @@ def test_dbc_decoding_without_cantools_names_the_can_extra(tmp_path: Path) -> No
     code = (
         "import sys\nsys.modules['cantools'] = None\n"
         "from wrtfd.errors import MissingDependencyError\n"
-        "try:\n    import wrtfd.decoders.candump\n"
+        "import wrtfd.decoders.candump\n"  # CanFrame and the log parser need no cantools
+        "from wrtfd.decoders.can_dbc import DbcChannelDecoder\n"
+        "try:\n    DbcChannelDecoder(dbc='car.dbc')\n"
         "except MissingDependencyError as exc:\n    print(exc.extra, exc)\n"
     )
     env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -229,6 +231,10 @@ def test_fresh_core_install_reads_files_and_the_daemon_extra_runs_the_daemon(tmp
     assert len(dump.stdout.splitlines()) == 2 + 2 * 5  # a session line and 5 frames, twice
     run = wrtfd("run")
     assert (run.returncode, run.stderr) == (2, DAEMON_MISSING)
+    write_forza_capture(work / "forza.pcapng")  # issue 23 item 12: import in the core install
+    imported = wrtfd("import", "forza.pcapng", "-o", "forza.wrtf")
+    assert imported.returncode == 0, imported.stderr
+    assert json.loads(wrtfd("info", "--json", "forza.wrtf").stdout)["frames"] > 60
 
     _pip("--python", python, "install", f"{wheel}[daemon]")
     status_port = free_port()
@@ -245,3 +251,32 @@ def test_fresh_core_install_reads_files_and_the_daemon_extra_runs_the_daemon(tmp
         assert daemon.wait_exit() == 0, daemon.stderr
     finally:
         daemon.stop()
+
+
+#: Libraries no extra of the core install brings (the offline tools must work without any).
+OPTIONAL = ["cantools", "can", "anyio", "pydantic", "pyarrow", "pandas", "asammdf", "matplotlib", "mcap"]
+OPTIONAL += ["rich", "pynmeagps", "serial_asyncio", "hypercorn", "starlette", "nats", "pyproj", "pyubx2"]
+
+
+def write_forza_capture(cap: Path) -> None:
+    """1.5 s of simulated Forza to its usual port, as a pcapng capture."""
+    from tests.daemon.test_lazy_imports import forza_datagrams
+    from wrtfd.pcap import PcapngWriter
+
+    with cap.open("wb") as f:
+        w = PcapngWriter(f)
+        iface = w.add_udp_interface("eth0")
+        for i, d in enumerate(forza_datagrams(90)):
+            w.write_datagram(
+                iface, 10**18 + i * 16_666_667, ("192.168.1.20", 50000), ("192.168.1.5", 5301), d
+            )
+
+
+def test_import_of_a_capture_needs_no_extra(tmp_path: Path) -> None:
+    """Issue 23 item 12: ``wrtfd import forza.pcapng`` in the core install (detection used to
+    import the CAN importer, hence cantools)."""
+    cap = tmp_path / "forza.pcapng"
+    write_forza_capture(cap)
+    proc = _run_without(OPTIONAL, "import", str(cap), "-o", str(tmp_path / "out.wrtf"))
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out.wrtf").stat().st_size > 10_000

@@ -163,10 +163,12 @@ def test_state_and_configuration_directories(tmp_path: Path) -> None:
 
 def test_default_config_one_listener_per_port_and_state_dir() -> None:
     protocols = {
-        "f1": SimpleNamespace(transport="udp", default_port=20777),
-        "codemasters": SimpleNamespace(transport="udp", default_port=20777),
-        "forza": SimpleNamespace(transport="udp", default_port=5300),
-        "assetto_corsa": SimpleNamespace(transport="udp", default_port=9996),
+        # port_rank and client as in their descriptors (wrtfd/protocols): F1 wins the shared
+        # port; Assetto Corsa is a game wrtfd contacts, so nothing listens for it
+        "f1": SimpleNamespace(transport="udp", default_port=20777, port_rank=1),
+        "codemasters": SimpleNamespace(transport="udp", default_port=20777, port_rank=4),
+        "forza": SimpleNamespace(transport="udp", default_port=5300, port_rank=0),
+        "assetto_corsa": SimpleNamespace(transport="udp", default_port=9996, client=True),
         "nmea": SimpleNamespace(transport="serial", default_port=None),
     }
     data = default_config_data(protocols, {"STATE_DIRECTORY": "/var/lib/wrtfd"})

@@ -10,9 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wrtfd.decoders.base import Decoded
-from wrtfd.decoders.nmea import KNOTS_TO_MPS, PROTOCOLS, NmeaDecoder, nmea_checksum
+from wrtfd.decoders.nmea import KNOTS_TO_MPS, NmeaDecoder, nmea_checksum
 from wrtfd.decoders.registry import all_protocols
 from wrtfd.errors import DecodeError
+from wrtfd.protocols import get as protocol_info
 
 
 def nmea(body: str, *, prefix: str = "$") -> bytes:
@@ -29,7 +30,7 @@ GGA = "GPGGA,123519.50,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,"
 
 
 def test_registered_as_serial_protocol() -> None:
-    assert PROTOCOLS[0].name == "nmea" and PROTOCOLS[0].transport == "serial"
+    assert protocol_info("nmea").transport == "serial"
     assert all_protocols()["nmea"].decoder == "wrtfd.decoders.nmea:NmeaDecoder"
 
 

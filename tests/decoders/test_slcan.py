@@ -12,6 +12,7 @@ from wrtfd.decoders.can_dbc import CanFrame
 from wrtfd.decoders.registry import all_protocols
 from wrtfd.decoders.slcan import SlcanDecoder, encode_slcan, parse_slcan
 from wrtfd.errors import ConfigError, DecodeError
+from wrtfd.protocols import Absent
 from wrtfd.sources.slcan import slcan_open_commands
 
 DBC = """VERSION ""
@@ -36,7 +37,7 @@ def dbc(tmp_path: Path) -> Path:
 
 def test_registered() -> None:
     info = all_protocols()["slcan"]
-    assert info.transport == "serial" and info.schema_file is None
+    assert info.transport == "serial" and isinstance(info.schema_file, Absent)
 
 
 @pytest.mark.parametrize(

@@ -64,9 +64,10 @@ def detect_format(path: Path) -> str:
 
     :raises ImportFormatError: no known format matches (the message lists them).
     """
-    from wrtfd.importers.can_log import is_savvycan_header
-    from wrtfd.importers.ibt import looks_like_ibt
-    from wrtfd.pcap.reader import capture_kind
+    # The light modules that hold the tests, never the importers (which may need an extra)
+    from wrtfd.decoders.savvycan import is_savvycan_header
+    from wrtfd.ibt.reader import looks_like_ibt
+    from wrtfd.pcap.reader import GZIP_MAGIC, capture_kind, gunzip_head
     from wrtfd.vbo.reader import looks_like_vbo
 
     with path.open("rb") as f:
@@ -81,6 +82,8 @@ def detect_format(path: Path) -> str:
         return "carla"
     if capture_kind(head) is not None:
         return "pcap"
+    if head[:2] == GZIP_MAGIC and capture_kind(gunzip_head(head)) is not None:
+        return "pcap"  # a .pcap.gz / .pcapng.gz: the reader decompresses it
     if looks_like_ibt(head, size):
         return "ibt"
     if looks_like_vbo(head):
@@ -94,8 +97,8 @@ def detect_format(path: Path) -> str:
     if complete and sum(1 for line in complete if _NMEA_SENTENCE.search(line)) * 2 > len(complete):
         return "nmea"
     raise ImportFormatError(
-        f"{path}: not a known recording format (pcap/pcapng, candump -l, SavvyCAN CSV, NMEA log,"
-        " iRacing .ibt, Racelogic .vbo, CARLA recorder, .zddsrec); use --format"
+        f"{path}: not a known recording format (pcap/pcapng, gzip'd or not, candump -l, SavvyCAN CSV,"
+        " NMEA log, iRacing .ibt, Racelogic .vbo, CARLA recorder, .zddsrec); use --format"
     )
 
 

@@ -2,8 +2,10 @@
 
 Each subcommand lives in its own module with ``register(subparsers)``, which adds its parser and
 sets ``func`` (a callable taking the parsed namespace and returning the exit code). Modules keep
-heavy imports (anyio, pydantic, matplotlib, pyarrow) inside ``func`` so that offline tools such as
-``wrtfd validate`` start fast.
+heavy imports (anyio, pydantic, matplotlib, pyarrow) inside ``func``, and a command line naming a
+command imports that command's module only (:data:`COMMANDS`), so that offline tools such as
+``wrtfd validate`` start fast and the daemon loads nothing of the other commands; help without a
+command, or an unknown one, loads them all.
 
 Every :class:`~wrtfd.errors.WrtfdError` and :class:`OSError` becomes one line on stderr and exit
 code 2; nothing prints a traceback unless ``WRTFD_DEBUG=1``.
@@ -21,6 +23,8 @@ from wrtfd import __version__
 from wrtfd.errors import WrtfdError
 
 __all__ = [
+    "COMMANDS",
+    "COMMAND_MODULES",
     "build_parser",
     "error_line",
     "main",
@@ -52,14 +56,44 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: Command name -> the module that registers it (tests/cli/test_main.py checks it against them).
+COMMANDS: dict[str, str] = {
+    "run": "wrtfd.cli.run",
+    "config": "wrtfd.cli.config_cmd",
+    "status": "wrtfd.cli.status_cmd",
+    "mark": "wrtfd.cli.mark_cmd",
+    "watch": "wrtfd.cli.fleet_cmd",
+    "collect": "wrtfd.cli.fleet_cmd",
+    "fleet": "wrtfd.cli.fleet_cmd",
+    "service": "wrtfd.cli.service_cmd",
+    "info": "wrtfd.cli.info",
+    "validate": "wrtfd.cli.validate",
+    "dump": "wrtfd.cli.dump",
+    "write": "wrtfd.cli.write",
+    "repair": "wrtfd.cli.repair",
+    "export": "wrtfd.cli.export",
+    "import": "wrtfd.cli.import_cmd",
+    "zddsrec": "wrtfd.cli.zddsrec_cmd",
+    "carla": "wrtfd.cli.carla_cmd",
+    "track": "wrtfd.cli.track_cmd",
+    "circuit": "wrtfd.cli.circuit_cmd",
+    "laps": "wrtfd.cli.laps",
+    "simulate": "wrtfd.cli.simulate",
+    "plot": "wrtfd.cli.plot",
+    "compare": "wrtfd.cli.compare",
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``command`` alone when it is a known one."""
+    modules = (COMMANDS[command],) if command in COMMANDS else COMMAND_MODULES
     parser = argparse.ArgumentParser(
         prog="wrtfd",
         description="Record racing telemetry into WRTF files, and inspect, repair and export them.",
     )
     parser.add_argument("--version", action="version", version=f"wrtfd {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in modules:
         module = importlib.import_module(name)
         module.register(subparsers)
     return parser
@@ -71,8 +105,9 @@ def error_line(message: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(words[0] if words and not words[0].startswith("-") else None)
+    args = parser.parse_args(words)
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)

@@ -35,8 +35,8 @@ from typing import Any
 
 __all__ = ["register"]
 
-PROTOCOLS = ("forza", "f1", "outgauge", "outsim", "acc", "wrc", "gt7", "pcars2", "pcars", "ubx", "nmea")
-#: GNSS receivers, played on a pseudo-terminal (``--pty``) rather than sent over UDP.
+#: GNSS receivers, played on a pseudo-terminal (``--pty``) rather than sent over UDP (their
+#: descriptors have no datagram simulator: wrtfd.simulate.gnss_pty plays them).
 SERIAL = ("ubx", "nmea")
 #: Protocols whose game waits for the recorder (``--listen``, not ``--to``), and what to say when
 #: given ``--to``: ACC is a server clients register with, the GT7 console streams on a heartbeat.
@@ -53,7 +53,12 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--protocol", required=True, choices=PROTOCOLS, help="game packet format to send")
+    from wrtfd.protocols import Simulator, all_protocols
+
+    simulated = [n for n, info in all_protocols().items() if isinstance(info.simulator, Simulator)]
+    p.add_argument(
+        "--protocol", required=True, choices=[*simulated, *SERIAL], help="game packet format to send"
+    )
     p.add_argument("--track", type=Path, required=True, help="track file (format 2.0)")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--to", metavar="HOST:PORT", help="where to send the datagrams")

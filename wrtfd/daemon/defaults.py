@@ -3,8 +3,8 @@
 One UDP listener per game protocol on that game's usual port (from the decoder registry), on all
 interfaces because the game usually runs on another machine, each in a recording group of its
 own (so a Forza session records a file of Forza channels only, named after Forza). Which game
-gets which port is :func:`wrtfd.decoders.registry.usual_udp_ports` (where two games share a port,
-the one earlier in :data:`PORT_PREFERENCE` gets it), the routing ``wrtfd import`` uses without a
+gets which port is :func:`wrtfd.protocols.usual_udp_ports` (where two games share a port, the
+one with the lower ``port_rank`` in its descriptor gets it), the routing ``wrtfd import`` uses without a
 config too. Protocols where *we* must contact the game (Assetto Corsa's handshake, Gran Turismo 7's
 heartbeat to the console, ACC's broadcasting registration) are not in the default: they need the
 game's or the console's address (and ACC the
@@ -13,7 +13,8 @@ password of its ``broadcasting.json``, whose listener is off until the user sets
 
 Recordings go to ``$STATE_DIRECTORY`` under systemd, else ``./recordings``.
 
-Data only: this module imports neither the config models nor the decoders;
+Data only: this module imports neither the config models nor the decoders (only their
+descriptors);
 :func:`wrtfd.daemon.config.default_config` validates what it builds.
 """
 
@@ -23,7 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from wrtfd.decoders.registry import CLIENT_PROTOCOLS, PORT_PREFERENCE, usual_udp_ports
+from wrtfd.decoders.registry import CLIENT_PROTOCOLS, PORT_PREFERENCE
+from wrtfd.protocols import usual_udp_ports
 
 __all__ = ["CLIENT_PROTOCOLS", "PORT_PREFERENCE", "default_config_data", "state_directory"]
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wrtfd.daemon.config import DdsSourceConfig, LoadedConfig, SerialSourceConfig
 from wrtfd.daemon.pipeline import BuiltSource
 from wrtfd.recorder.observe import ObserverHub
-from wrtfd.recorder.tap import RawTap, TapInterface
+
+if TYPE_CHECKING:
+    from wrtfd.recorder.tap import RawTap, TapInterface
 
 __all__ = ["build_tap", "tap_interfaces"]
 
@@ -27,6 +30,9 @@ def tap_interfaces(loaded: LoadedConfig, built: Sequence[BuiltSource]) -> list[T
         src = b.config
         if not loaded.tapped(src):
             continue
+        # the tap's pcapng writer (dpkt) is loaded only by a daemon that taps a source
+        from wrtfd.recorder.tap import TapInterface
+
         kind = "raw" if isinstance(src, SerialSourceConfig | DdsSourceConfig) else "udp"
         description = f"wrtfd source {b.source.name}: {b.address}, protocol {src.protocol}"
         out.append(TapInterface(b.source.name, src.group_name, kind, description))
@@ -46,6 +52,8 @@ def build_tap(
     interfaces = tap_interfaces(loaded, built)
     if not interfaces:
         return None
+    from wrtfd.recorder.tap import RawTap
+
     rc = loaded.config.recorder
     tap = RawTap(
         interfaces,

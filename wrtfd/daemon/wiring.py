@@ -158,7 +158,7 @@ def _decoder_definition(
     if isinstance(definition, Mapping):
         return dict(definition)
     info = registry.get(src.protocol)
-    if info.schema_file:
+    if isinstance(info.schema_file, str):
         return _load_definition_file(registry.SCHEMA_DIR / info.schema_file, where)
     raise ConfigError(f"{where}.definition: protocol {src.protocol!r} needs a WRTF definition file")
 

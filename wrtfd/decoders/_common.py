@@ -1,6 +1,6 @@
 """Helpers shared by the UDP game decoders: loading their WRTF definitions, text fields, layouts.
 
-Kept private: the decoders' public face is their class and ``PROTOCOLS``.
+Kept private: the decoders' public face is their class (their descriptors are in wrtfd.protocols).
 """
 
 from __future__ import annotations

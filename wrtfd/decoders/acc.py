@@ -51,7 +51,6 @@ from typing import Any
 from wrtfd.decoders._common import check_channels, fit_utf8, load_definition, select_channels
 from wrtfd.decoders.acc_cars import car_model_name
 from wrtfd.decoders.base import Decoded, DropCounter
-from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import ConfigError, DecodeError
 
 __all__ = [
@@ -68,7 +67,6 @@ __all__ = [
     "OUT_REQUEST_ENTRY_LIST",
     "OUT_REQUEST_TRACK_DATA",
     "OUT_UNREGISTER",
-    "PROTOCOLS",
     "SESSION_TYPES",
     "AccDecoder",
     "RegistrationResult",
@@ -699,16 +697,3 @@ class AccDecoder:
             "event_count": self._event_count,
             "event_counts": tuple(self._event_counts),
         }
-
-
-PROTOCOLS = (
-    ProtocolInfo(
-        name="acc",
-        title="Assetto Corsa Competizione broadcasting (register with the game on port 9000)",
-        transport="udp",
-        decoder="wrtfd.decoders.acc:AccDecoder",
-        default_port=9000,
-        nominal_rate_hz=None,
-        schema_file="acc.wrtf.yaml",
-    ),
-)

@@ -15,7 +15,6 @@ from typing import Any
 
 from wrtfd.decoders._common import TupleLayout, check_channels, load_definition, select_channels, utf16_str
 from wrtfd.decoders.base import Decoded, DropCounter
-from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import DecodeError
 
 __all__ = [
@@ -24,7 +23,6 @@ __all__ = [
     "OP_HANDSHAKE",
     "OP_SUBSCRIBE_SPOT",
     "OP_SUBSCRIBE_UPDATE",
-    "PROTOCOLS",
     "RTCARINFO_SIZE",
     "RTLAP_SIZE",
     "AssettoCorsaDecoder",
@@ -195,17 +193,3 @@ def looks_like(data: bytes) -> bool:
     if size == RTCARINFO_SIZE:
         return int.from_bytes(data[4:8], "little") == RTCARINFO_SIZE
     return size in (HANDSHAKE_RESPONSE_SIZE, RTLAP_SIZE)
-
-
-PROTOCOLS = (
-    ProtocolInfo(
-        name="assetto_corsa",
-        title="Assetto Corsa remote telemetry (RTCarInfo, handshake on port 9996)",
-        transport="udp",
-        decoder="wrtfd.decoders.assetto_corsa:AssettoCorsaDecoder",
-        default_port=9996,
-        nominal_rate_hz=60.0,
-        schema_file="assetto_corsa.wrtf.yaml",
-        sniff="wrtfd.decoders.assetto_corsa:looks_like",
-    ),
-)

@@ -19,16 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wrtfd._optional import missing_dependency
+from wrtfd._optional import require
 from wrtfd.decoders.base import Decoded, generated_definition
 from wrtfd.errors import ConfigError, DecodeError
-
-# DBC decoding is optional: the daemon extra brings cantools, and so does `wrtfd[can]` for the
-# offline tools that read CAN logs (candump).
-try:
-    import cantools
-except ImportError as exc:
-    raise missing_dependency("cantools", extra="can", purpose="CAN decoding with a DBC file") from exc
 
 __all__ = [
     "CanFrame",
@@ -69,6 +62,12 @@ class DbcChannelDecoder:
     """
 
     def __init__(self, *, dbc: str | Path, mapping: Mapping[str, str] | None = None) -> None:
+        # DBC decoding is optional (the daemon extra brings cantools, and so does `wrtfd[can]` for
+        # the offline tools that read CAN logs); imported here, when a DBC is used, so that
+        # importing this module for CanFrame (or a config without CAN) never loads cantools,
+        # which brings python-can and through it asammdf, pandas and pyarrow.
+        cantools = require("cantools", extra="can", purpose="CAN decoding with a DBC file")
+        self._cantools_decode_error: type[Exception] = cantools.database.DecodeError
         self.dbc_path = Path(dbc)
         try:
             db = cantools.database.load_file(str(self.dbc_path))
@@ -76,7 +75,7 @@ class DbcChannelDecoder:
             raise ConfigError(f"{self.dbc_path}: cannot load DBC: {exc}") from exc
         if not isinstance(db, cantools.database.can.Database):  # e.g. a .cdd diagnostics file
             raise ConfigError(f"{self.dbc_path}: not a CAN database")
-        self.db: cantools.database.can.Database = db
+        self.db: Any = db  # cantools.database.can.Database
         self.mapping = dict(mapping) if mapping is not None else _default_mapping(self.db)
         self._routes, self._channel_signals = self._build_routes()
         self.definition = self._build_definition()
@@ -172,7 +171,7 @@ class DbcChannelDecoder:
             raise DecodeError(f"no mapped signal in CAN id 0x{arbitration_id:X}", reason="unmapped_id")
         try:
             decoded = route.decode(data, decode_choices=False)
-        except cantools.database.DecodeError as exc:
+        except self._cantools_decode_error as exc:
             raise DecodeError(
                 f"{route.message_name} (0x{arbitration_id:X}): {exc}", reason="wrong_size"
             ) from exc

@@ -21,10 +21,9 @@ from typing import Any
 
 from wrtfd.decoders._common import check_channels, load_definition, select_channels
 from wrtfd.decoders.base import Decoded
-from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import ConfigError, DecodeError
 
-__all__ = ["F1_LEGACY_SIZE", "PROTOCOLS", "CodemastersDecoder", "looks_like"]
+__all__ = ["F1_LEGACY_SIZE", "CodemastersDecoder", "looks_like"]
 
 _FULL = struct.Struct("<66f")  # extradata=3
 _SHORT = struct.Struct("<38f")  # extradata=1
@@ -154,17 +153,3 @@ def looks_like(data: bytes) -> bool:
     """An "extradata" datagram: 264, 152 or 1289 bytes of float32 (the F1 formats start with
     a u16 packetFormat 2018-2025 instead, which no run_time float begins with)."""
     return len(data) in (264, 152, F1_LEGACY_SIZE) and not 2018 <= int.from_bytes(data[:2], "little") <= 2030
-
-
-PROTOCOLS = (
-    ProtocolInfo(
-        name="codemasters",
-        title='Codemasters legacy UDP "extradata=3" (DiRT Rally 1/2, DiRT 4, GRID, F1 2016/17 legacy)',
-        transport="udp",
-        decoder="wrtfd.decoders.codemasters:CodemastersDecoder",
-        default_port=20778,
-        nominal_rate_hz=60.0,
-        schema_file="codemasters.wrtf.yaml",
-        sniff="wrtfd.decoders.codemasters:looks_like",
-    ),
-)

@@ -30,10 +30,9 @@ from wrtfd.decoders._f1_layouts import (
     Spec,
 )
 from wrtfd.decoders.base import Decoded, DropCounter
-from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import ConfigError, DecodeError
 
-__all__ = ["PROTOCOLS", "F1Decoder", "looks_like", "supported_formats"]
+__all__ = ["F1Decoder", "looks_like", "supported_formats"]
 
 _U16 = struct.Struct("<H")
 _EVENT_CODE = struct.Struct("<4s")
@@ -366,17 +365,3 @@ def looks_like(data: bytes) -> bool:
     if entry is None or len(data) < entry[0].size:
         return False
     return entry[0].unpack_from(data)[entry[1]] in entry[2]
-
-
-PROTOCOLS = (
-    ProtocolInfo(
-        name="f1",
-        title="EA / Codemasters F1 UDP telemetry (packet formats 2018-2025)",
-        transport="udp",
-        decoder="wrtfd.decoders.f1:F1Decoder",
-        default_port=20777,
-        nominal_rate_hz=60.0,
-        schema_file="f1.wrtf.yaml",
-        sniff="wrtfd.decoders.f1:looks_like",
-    ),
-)

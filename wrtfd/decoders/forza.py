@@ -16,10 +16,9 @@ from typing import Any
 
 from wrtfd.decoders._common import TupleLayout, check_channels, load_definition, select_channels
 from wrtfd.decoders.base import Decoded
-from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import DecodeError
 
-__all__ = ["PROTOCOLS", "SIZES", "ForzaDecoder", "looks_like"]
+__all__ = ["SIZES", "ForzaDecoder", "looks_like"]
 
 # Sled (0..231): IsRaceOn, TimestampMS, 27 floats, 4 rumble ints, 20 floats, 5 ints.
 _SLED = "iI27f4i20f5i"
@@ -189,17 +188,3 @@ class ForzaDecoder:
 def looks_like(data: bytes) -> bool:
     """A Data Out datagram: one of the four sizes, and IsRaceOn (s32 at 0) is 0 or 1."""
     return len(data) in SIZES and data[1:4] == b"\0\0\0" and data[0] in (0, 1)
-
-
-PROTOCOLS = (
-    ProtocolInfo(
-        name="forza",
-        title="Forza Motorsport / Horizon Data Out (FM7, FH4, FH5, FH6, FM2023)",
-        transport="udp",
-        decoder="wrtfd.decoders.forza:ForzaDecoder",
-        default_port=5301,
-        nominal_rate_hz=60.0,
-        schema_file="forza.wrtf.yaml",
-        sniff="wrtfd.decoders.forza:looks_like",
-    ),
-)

@@ -34,14 +34,12 @@ from Crypto.Cipher import Salsa20
 
 from wrtfd.decoders._common import RecentTexts, TupleLayout, selected_definition
 from wrtfd.decoders.base import Decoded
-from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import DecodeError
 
 __all__ = [
     "HEARTBEAT_PORT",
     "KEY",
     "MAGIC",
-    "PROTOCOLS",
     "RECEIVE_PORT",
     "TICK_HZ",
     "VARIANTS",
@@ -339,16 +337,3 @@ class Gt7Decoder:
             values = {k: v for k, v in values.items() if k in self._keep}
         # positional (values, source_time_ns, session_key, new_session, session_info): faster
         return Decoded(values, packet_id * _TICK_NS // TICK_HZ, self._generation, new_session, info)
-
-
-PROTOCOLS = (
-    ProtocolInfo(
-        name="gt7",
-        title="Gran Turismo 7 Simulator Interface (heartbeat to the console, Salsa20)",
-        transport="udp",
-        decoder="wrtfd.decoders.gt7:Gt7Decoder",
-        default_port=RECEIVE_PORT,
-        nominal_rate_hz=60.0,
-        schema_file="gt7.wrtf.yaml",
-    ),
-)

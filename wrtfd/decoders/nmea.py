@@ -24,7 +24,6 @@ from typing import Any
 from wrtfd._optional import missing_dependency
 from wrtfd.decoders._common import load_definition
 from wrtfd.decoders.base import Decoded
-from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import DecodeError
 
 try:
@@ -39,22 +38,10 @@ __all__ = [
     "MODE_3D",
     "MODE_NO_FIX",
     "MODE_UNKNOWN",
-    "PROTOCOLS",
     "NmeaDecoder",
     "nmea_checksum",
     "nmea_definition",
 ]
-
-PROTOCOLS = (
-    ProtocolInfo(
-        name="nmea",
-        title="NMEA 0183 GPS receiver",
-        transport="serial",
-        decoder="wrtfd.decoders.nmea:NmeaDecoder",
-        nominal_rate_hz=None,
-        schema_file="nmea.wrtf.yaml",
-    ),
-)
 
 #: 1 international knot = 1852 m per hour.
 KNOTS_TO_MPS = 1852.0 / 3600.0

@@ -19,20 +19,9 @@ from typing import Any
 
 from wrtfd.decoders._common import load_definition
 from wrtfd.decoders.base import Decoded
-from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import ConfigError, DecodeError
 
-__all__ = ["PIDS", "PROTOCOLS", "ObdAnswer", "ObdDecoder", "PidSpec", "obd_definition", "parse_response"]
-
-PROTOCOLS = (
-    ProtocolInfo(
-        name="obd",
-        title="OBD-II mode 01 through an ELM327 adapter",
-        transport="serial",
-        decoder="wrtfd.decoders.obd:ObdDecoder",
-        schema_file="obd.wrtf.yaml",
-    ),
-)
+__all__ = ["PIDS", "ObdAnswer", "ObdDecoder", "PidSpec", "obd_definition", "parse_response"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,6 @@ from typing import Any
 
 from wrtfd.decoders._common import TupleLayout, check_channels, cstr, load_definition, select_channels
 from wrtfd.decoders.base import Decoded
-from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import ConfigError, DecodeError
 
 __all__ = [
@@ -28,7 +27,6 @@ __all__ = [
     "OSO_MAIN",
     "OSO_TIME",
     "OSO_WHEELS",
-    "PROTOCOLS",
     "OutGaugeDecoder",
     "OutSim2Decoder",
     "OutSimDecoder",
@@ -254,36 +252,3 @@ def looks_like_outgauge(data: bytes) -> bool:
 def looks_like_outsim(data: bytes) -> bool:
     """OutSim v1: 64 or 68 bytes (the only content check is the size)."""
     return len(data) in (64, 68)
-
-
-PROTOCOLS = (
-    ProtocolInfo(
-        name="outgauge",
-        title="Live for Speed / BeamNG.drive OutGauge",
-        transport="udp",
-        decoder="wrtfd.decoders.outgauge:OutGaugeDecoder",
-        default_port=4444,
-        nominal_rate_hz=60.0,
-        schema_file="outgauge.wrtf.yaml",
-        sniff="wrtfd.decoders.outgauge:looks_like_outgauge",
-    ),
-    ProtocolInfo(
-        name="outsim",
-        title="Live for Speed OutSim (v1, OutSim Opts 0)",
-        transport="udp",
-        decoder="wrtfd.decoders.outgauge:OutSimDecoder",
-        default_port=4445,
-        nominal_rate_hz=60.0,
-        schema_file="outsim.wrtf.yaml",
-        sniff="wrtfd.decoders.outgauge:looks_like_outsim",
-    ),
-    ProtocolInfo(
-        name="outsim2",
-        title="Live for Speed OutSim2 (OutSim Opts != 0)",
-        transport="udp",
-        decoder="wrtfd.decoders.outgauge:OutSim2Decoder",
-        default_port=4446,
-        nominal_rate_hz=60.0,
-        schema_file="outsim2.wrtf.yaml",
-    ),
-)

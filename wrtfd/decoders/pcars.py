@@ -41,17 +41,17 @@ from typing import Any
 
 from wrtfd.decoders._common import RecentTexts, TupleLayout, cstr, selected_definition
 from wrtfd.decoders.base import Decoded, DropCounter
-from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import DecodeError
 
 __all__ = [
     "PACKET_SIZES",
     "PARTICIPANTS_V1",
     "PARTICIPANTS_V2",
-    "PROTOCOLS",
     "V1_SIZES",
     "Pcars1Decoder",
     "Pcars2Decoder",
+    "looks_like_v1",
+    "looks_like_v2",
 ]
 
 PORT = 5606
@@ -964,23 +964,11 @@ class Pcars1Decoder(_Base):
         return self._result(values)
 
 
-PROTOCOLS = (
-    ProtocolInfo(
-        name="pcars2",
-        title="Project CARS 2 / Automobilista 2 UDP (SMS protocol v2, patch 5)",
-        transport="udp",
-        decoder="wrtfd.decoders.pcars:Pcars2Decoder",
-        default_port=PORT,
-        nominal_rate_hz=60.0,
-        schema_file="pcars2.wrtf.yaml",
-    ),
-    ProtocolInfo(
-        name="pcars",
-        title="Project CARS 1 UDP (SMS protocol v1; also PC2/AMS2 set to Project CARS 1)",
-        transport="udp",
-        decoder="wrtfd.decoders.pcars:Pcars1Decoder",
-        default_port=PORT,
-        nominal_rate_hz=60.0,
-        schema_file="pcars.wrtf.yaml",
-    ),
-)
+def looks_like_v2(data: bytes) -> bool:
+    """A v2 datagram: the PacketBase's type byte (at 10) names a packet of exactly this size."""
+    return len(data) >= _BASE.size and len(data) in PACKET_SIZES.get(data[10], ())
+
+
+def looks_like_v1(data: bytes) -> bool:
+    """A v1 datagram: one of its three sizes, and the type bits of byte 2 name that size."""
+    return _V1_KIND_SIZES.get(data[2] & 0x03) == len(data) if len(data) in V1_SIZES else False

@@ -22,20 +22,9 @@ from pathlib import Path
 
 from wrtfd.decoders.base import Decoded
 from wrtfd.decoders.can_dbc import CanFrame, DbcChannelDecoder
-from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import DecodeError
 
-__all__ = ["PROTOCOLS", "SLCAN_BITRATES", "SlcanDecoder", "encode_slcan", "parse_slcan"]
-
-PROTOCOLS = (
-    ProtocolInfo(
-        name="slcan",
-        title="CAN bus over SLCAN (Lawicel ASCII) with a DBC file",
-        transport="serial",
-        decoder="wrtfd.decoders.slcan:SlcanDecoder",
-        schema_file=None,  # generated from the DBC and the channel mapping
-    ),
-)
+__all__ = ["SLCAN_BITRATES", "SlcanDecoder", "encode_slcan", "parse_slcan"]
 
 #: bit/s -> the ``Sn`` command that selects it.
 SLCAN_BITRATES: dict[int, bytes] = {

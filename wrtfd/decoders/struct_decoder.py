@@ -28,10 +28,9 @@ from typing import Any
 
 from wrtfd.decoders._common import fit_utf8
 from wrtfd.decoders.base import Decoded, generated_definition
-from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import ConfigError, DecodeError
 
-__all__ = ["PROTOCOLS", "TYPES", "FieldSpec", "StructDecoder"]
+__all__ = ["TYPES", "FieldSpec", "StructDecoder"]
 
 #: Field type -> (struct code, WRTF type of the channel).
 TYPES: dict[str, tuple[str, str]] = {
@@ -295,16 +294,3 @@ class StructDecoder:
             if isinstance(raw_time, int) or math.isfinite(raw_time):
                 source_time_ns = int(raw_time * self._time_scale)
         return Decoded(values=values, source_time_ns=source_time_ns)
-
-
-PROTOCOLS = (
-    ProtocolInfo(
-        name="struct",
-        title="Generic struct: a datagram layout described in the configuration",
-        transport="udp",
-        decoder="wrtfd.decoders.struct_decoder:StructDecoder",
-        default_port=None,
-        nominal_rate_hz=None,
-        schema_file=None,
-    ),
-)

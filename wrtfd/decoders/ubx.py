@@ -29,7 +29,6 @@ from typing import Any
 
 from wrtfd.decoders._common import load_definition
 from wrtfd.decoders.base import Decoded, DropCounter, Sample, SampleSink, SinkFull
-from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import DecodeError
 
 __all__ = [
@@ -41,7 +40,6 @@ __all__ = [
     "MAX_PAYLOAD_BYTES",
     "MON_VER",
     "NAV_PVT",
-    "PROTOCOLS",
     "UbxDecoder",
     "UbxFeed",
     "UbxFramer",
@@ -50,17 +48,6 @@ __all__ = [
     "ubx_checksum",
     "ubx_definition",
 ]
-
-PROTOCOLS = (
-    ProtocolInfo(
-        name="ubx",
-        title="u-blox GNSS receiver (UBX binary, configured by wrtfd)",
-        transport="serial",
-        decoder="wrtfd.decoders.ubx:UbxDecoder",
-        nominal_rate_hz=None,
-        schema_file="ubx.wrtf.yaml",
-    ),
-)
 
 SYNC = b"\xb5\x62"
 #: (class, id) of the messages this module reads.

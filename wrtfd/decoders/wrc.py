@@ -40,12 +40,10 @@ from typing import Any
 
 from wrtfd.decoders._common import SCHEMA_DIR, TupleLayout, check_channels, fit_utf8, select_channels
 from wrtfd.decoders.base import Decoded, DropCounter, generated_definition
-from wrtfd.decoders.registry import ProtocolInfo
 from wrtfd.errors import ConfigError, DecodeError
 
 __all__ = [
     "MAX_FILE_BYTES",
-    "PROTOCOLS",
     "SHIPPED_CHANNELS",
     "SHIPPED_STRUCTURE",
     "TYPES",
@@ -398,16 +396,3 @@ class WrcDecoder:
         if values.get("stage_shakedown"):
             info["session_type"] = "shakedown"
         return info
-
-
-PROTOCOLS = (
-    ProtocolInfo(
-        name="wrc",
-        title="EA SPORTS WRC UDP telemetry (layout from the game's JSON structure files)",
-        transport="udp",
-        decoder="wrtfd.decoders.wrc:WrcDecoder",
-        default_port=20779,
-        nominal_rate_hz=60.0,
-        schema_file="wrc.wrtf.yaml",
-    ),
-)

@@ -11,21 +11,53 @@ How this package reads the spec's open points is in ``docs/wrtf-notes.md`` (N1-N
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from wrtfd.errors import CorruptFileError as CorruptFileError
 from wrtfd.errors import FormatError as FormatError
 from wrtfd.errors import SchemaError as SchemaError
-from wrtfd.format.reader import Reader as Reader
-from wrtfd.format.reader import SessionInfo as SessionInfo
-from wrtfd.format.repair import RepairReport as RepairReport
-from wrtfd.format.repair import repair_file as repair_file
-from wrtfd.format.schema import EnumDef as EnumDef
-from wrtfd.format.schema import FieldDef as FieldDef
-from wrtfd.format.schema import Leaf as Leaf
-from wrtfd.format.schema import Schema as Schema
-from wrtfd.format.schema import StructDef as StructDef
-from wrtfd.format.validate import Finding as Finding
-from wrtfd.format.validate import validate_file as validate_file
-from wrtfd.format.writer import Writer as Writer
+
+if TYPE_CHECKING:
+    from wrtfd.format.reader import Reader as Reader
+    from wrtfd.format.reader import SessionInfo as SessionInfo
+    from wrtfd.format.repair import RepairReport as RepairReport
+    from wrtfd.format.repair import repair_file as repair_file
+    from wrtfd.format.schema import EnumDef as EnumDef
+    from wrtfd.format.schema import FieldDef as FieldDef
+    from wrtfd.format.schema import Leaf as Leaf
+    from wrtfd.format.schema import Schema as Schema
+    from wrtfd.format.schema import StructDef as StructDef
+    from wrtfd.format.validate import Finding as Finding
+    from wrtfd.format.validate import validate_file as validate_file
+    from wrtfd.format.writer import Writer as Writer
+
+#: Name -> the module defining it, imported when the name is first used: ``wrtfd info`` reads a
+#: file without loading the writer, the validator or the repair tool.
+_LAZY = {
+    "Reader": "reader",
+    "SessionInfo": "reader",
+    "RepairReport": "repair",
+    "repair_file": "repair",
+    "EnumDef": "schema",
+    "FieldDef": "schema",
+    "Leaf": "schema",
+    "Schema": "schema",
+    "StructDef": "schema",
+    "Finding": "validate",
+    "validate_file": "validate",
+    "Writer": "writer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CorruptFileError",

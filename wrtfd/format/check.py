@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import copy
 import re
-import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import crc32c
 import numpy as np
 import yaml
 
@@ -90,6 +88,8 @@ _U64 = np.dtype("<u8")
 
 def new_salt() -> int:
     """64 random bits: a new salt for every file."""
+    import secrets  # hashlib and hmac: only a writer needs a new salt
+
     return secrets.randbits(64)
 
 
@@ -174,6 +174,20 @@ class CheckFailure:
     reason: str
 
 
+_crc32c_function: Callable[..., int] | None = None
+
+
+def _crc32c() -> Callable[..., int]:
+    """``crc32c.crc32c``, imported on first use: the package imports importlib.metadata (a good
+    part of the start of a command that opens a file but checks no frame, ``wrtfd info``)."""
+    global _crc32c_function
+    if _crc32c_function is None:
+        import crc32c
+
+        _crc32c_function = crc32c.crc32c
+    return _crc32c_function
+
+
 class FrameCheck:
     """The check of one file: its salt, and where the field sits in its frames."""
 
@@ -185,7 +199,12 @@ class FrameCheck:
         self.offset = field_offset
         self.lo_offset = field_offset  # the CRC: the low 4 bytes of the little-endian u64
         self.group_max = group_limit(frame_size)
-        self._salt_crc = crc32c.crc32c(U64.pack(salt))
+        self._salt_crc: int | None = None  # CRC-32C of the salt, on first use
+
+    def _salt(self) -> int:
+        if self._salt_crc is None:
+            self._salt_crc = int(_crc32c()(U64.pack(self.salt)))
+        return self._salt_crc
 
     @classmethod
     def for_schema(cls, schema: Schema, salt: int, field: str = CHECK_FIELD) -> FrameCheck:
@@ -202,7 +221,7 @@ class FrameCheck:
 
     def seed(self, offset: int) -> int:
         """CRC-32C of salt ‖ offset: where a group's CRC starts."""
-        return int(crc32c.crc32c(U64.pack(offset), self._salt_crc))
+        return int(_crc32c()(U64.pack(offset), self._salt()))
 
     # -- writing ----------------------------------------------------------------------------------
 
@@ -224,19 +243,20 @@ class FrameCheck:
         rows.view(_U64)[:, self.offset >> 3] = pattern
         crc_col = rows.view(_U32)[:, self.offset >> 2]
         mv = rows.data.cast("B")
-        salt_crc = self._salt_crc
+        salt_crc = self._salt()
+        crc = _crc32c()
         a = 0
         for length in lengths:
             b = a + length
-            seed = crc32c.crc32c(U64.pack(offset + a * fs), salt_crc)
-            crc_col[a:b] = crc32c.crc32c(mv[a * fs : b * fs], seed)
+            seed = crc(U64.pack(offset + a * fs), salt_crc)
+            crc_col[a:b] = crc(mv[a * fs : b * fs], seed)
             a = b
 
     def seal_record(self, rec: bytearray, offset: int) -> None:
         """Fill the check of one frame written as a group of its own."""
         o = self.offset
         rec[o : o + 8] = U64.pack(1 << 32)  # n = 1, i = 0, CRC 0
-        rec[o : o + 4] = int(crc32c.crc32c(rec, self.seed(offset))).to_bytes(4, "little")
+        rec[o : o + 4] = int(_crc32c()(rec, self.seed(offset))).to_bytes(4, "little")
 
     # -- verifying --------------------------------------------------------------------------------
 
@@ -423,6 +443,7 @@ class _GroupCrcs:
         fs = self.check.frame_size
         end = start + length
         value = self.check.seed(self.frames_offset + start * fs)
+        crc = _crc32c()
         k = start
         while k < end:
             view = self.view
@@ -435,7 +456,7 @@ class _GroupCrcs:
                     j += 1
                 view = self._window(k, limit)
             stop = min(end, self.win_b)
-            value = crc32c.crc32c(view[(k - self.win_a) * fs : (stop - self.win_a) * fs], value)
+            value = crc(view[(k - self.win_a) * fs : (stop - self.win_a) * fs], value)
             k = stop
         return int(value)
 

@@ -13,7 +13,7 @@ import json
 import math
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
@@ -22,7 +22,9 @@ from wrtfd.format.check import CheckFailure
 from wrtfd.format.markers import has_markers, session_marker_rows
 from wrtfd.format.reader import Reader, check_dropped, ticks_to_time_us
 from wrtfd.format.schema import EnumDef, FieldDef, Schema, StructDef
-from wrtfd.format.writer import Writer
+
+if TYPE_CHECKING:
+    from wrtfd.format.writer import Writer
 
 __all__ = [
     "JsonCodec",

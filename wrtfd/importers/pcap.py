@@ -16,7 +16,7 @@ source's decoder, the scheduler and the recorder, driven by the capture's timest
 * without ``--config``: the built-in default (every game on its usual port, each game its own
   recording group). ``--protocol NAME`` says every datagram is NAME; ``--protocol PORT=NAME``
   names the game on one port. A datagram to any other port is recognised by its content: each
-  protocol's registered test (:attr:`~wrtfd.decoders.registry.ProtocolInfo.sniff`: size, magic,
+  protocol's registered test (:attr:`~wrtfd.protocols.ProtocolInfo.sniff`: size, magic,
   header fields, never a decode) must accept every datagram of the flow seen so far, and the
   flow (destination port) gets the one protocol left. Flows that no protocol, or more than one,
   accepts are dropped (``unknown_protocol``, ``ambiguous_protocol``: use ``--protocol``).
@@ -193,7 +193,8 @@ class _CaptureImport:
                 self.every_route = route
             entries = table.setdefault(int(src.port or 0), [])
             entries.insert(0 if src.host not in _ANY_HOST else len(entries), (_packed(src.host), route))
-        self.sniffers = registry.sniffers("udp") if plan.is_default else {}
+        # --protocol PORT=NAME names those ports only: the others are still recognised by content
+        self.sniffers = registry.sniffers("udp") if plan.by_content and every is None else {}
         self.push = groups.push
         self.flows: dict[int, _Flow] = {}
 

@@ -31,6 +31,7 @@ from wrtfd.recorder import RecorderPolicy, SourceSpec
 
 __all__ = [
     "BUILT_IN_DEFAULT",
+    "PORT_OPTION",
     "ImportPlan",
     "PlanSource",
     "add_groups",
@@ -41,6 +42,8 @@ __all__ = [
 
 #: The origin of a plan built without a config file.
 BUILT_IN_DEFAULT = "built-in default"
+#: ... and of one built from ``--protocol`` options.
+PORT_OPTION = "--protocol"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,12 @@ class ImportPlan:
     @property
     def is_default(self) -> bool:
         return self.origin == BUILT_IN_DEFAULT
+
+    @property
+    def by_content(self) -> bool:
+        """Ports no source listens on are recognised by content: the built-in default, with or
+        without ``--protocol PORT=NAME`` (which names some ports, not all); never a config's."""
+        return self.origin in (BUILT_IN_DEFAULT, PORT_OPTION)
 
     def of_protocol(self, *protocols: str) -> list[PlanSource]:
         """The sources speaking one of ``protocols``, in config order."""
@@ -138,7 +147,7 @@ def default_plan(every: str | None = None, ports: Mapping[int, str] | None = Non
     sources = tuple(udp_source(name, protocol, port) for name, protocol, port in routes)
     policy = default_policy(Path("recordings"))
     groups = tuple(GroupPlan(s.group, [s.spec], policy) for s in sources)
-    origin = "--protocol" if every is not None or ports else BUILT_IN_DEFAULT
+    origin = PORT_OPTION if every is not None or ports else BUILT_IN_DEFAULT
     return ImportPlan(origin, sources, groups, policy)
 
 

@@ -24,8 +24,11 @@ A file that is not a capture at all raises :class:`~wrtfd.errors.ImportFormatErr
 
 from __future__ import annotations
 
+import gzip
 import mmap
 import struct
+import tempfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +42,15 @@ from dpkt import pcapng as dpkt_pcapng
 from wrtfd.decoders.base import DropCounter
 from wrtfd.errors import ImportFormatError
 
-__all__ = ["MAX_BLOCK_BYTES", "CaptureReader", "Interface", "capture_kind"]
+__all__ = [
+    "GZIP_MAGIC",
+    "MAX_BLOCK_BYTES",
+    "MAX_GUNZIP_BYTES",
+    "CaptureReader",
+    "Interface",
+    "capture_kind",
+    "gunzip_head",
+]
 
 #: Largest block or record accepted: a 64 KiB datagram plus headers and options, with room.
 #: Anything bigger is a corrupt length, not a packet.
@@ -68,6 +79,43 @@ def _layout(packet_class: Any, order: str, *, drop_last: bool = False) -> struct
     return struct.Struct(order + "".join(f[1] for f in fields))
 
 
+#: A gzip'd capture (``.pcap.gz``) starts with these bytes.
+GZIP_MAGIC = b"\x1f\x8b"
+#: A gzip'd capture is decompressed into a temporary file (the reader maps the file): at most this
+#: much, so that a small hostile file cannot fill the disk.
+MAX_GUNZIP_BYTES = 16 << 30
+
+
+def gunzip_head(head: bytes, size: int = 64) -> bytes:
+    """The first ``size`` decompressed bytes of a gzip stream's first bytes (b"" if unreadable)."""
+    try:
+        return zlib.decompressobj(wbits=31).decompress(head, size)
+    except zlib.error:
+        return b""
+
+
+def _gunzip(raw: Any, path: Path, limit: int) -> Any:
+    """The decompressed content of the open gzip file ``raw`` in an anonymous temporary file.
+
+    :raises ImportFormatError: a corrupt or cut gzip stream, or more than ``limit`` bytes.
+    """
+    out = tempfile.TemporaryFile()  # noqa: SIM115 - returned; the reader closes it
+    try:
+        with gzip.GzipFile(fileobj=raw) as src:
+            while chunk := src.read(1 << 20):
+                if out.tell() + len(chunk) > limit:
+                    raise ImportFormatError(f"{path}: decompresses to more than {limit} bytes")
+                out.write(chunk)
+        out.flush()
+        return out
+    except (OSError, EOFError, zlib.error) as exc:
+        out.close()
+        raise ImportFormatError(f"{path}: not a readable gzip file ({exc})") from None
+    except BaseException:
+        out.close()
+        raise
+
+
 def capture_kind(head: bytes) -> str | None:
     """``"pcap"``, ``"pcapng"`` or None, from a file's first bytes (at least 12 for pcapng)."""
     if head[:4] in _PCAP_MAGICS:
@@ -93,7 +141,9 @@ class Interface:
 class CaptureReader:
     """A pcap or pcapng file, memory-mapped; :meth:`packets` yields ``(ts_ns, interface, data)``.
 
-    ``interface`` indexes :attr:`interfaces` (across every section of a pcapng file).
+    ``interface`` indexes :attr:`interfaces` (across every section of a pcapng file). A gzip'd
+    capture is decompressed first, into an anonymous temporary file (at most
+    :data:`MAX_GUNZIP_BYTES`); :attr:`size` and :attr:`position` are then the decompressed ones.
 
     :raises ImportFormatError: the file is not a pcap or pcapng capture, or its header is.
     :raises OSError: the file cannot be opened.
@@ -107,8 +157,15 @@ class CaptureReader:
         #: Blocks skipped because they carry no packets (statistics, name resolution...).
         self.other_blocks = 0
         self.position = 0
-        self._file = open(self.path, "rb")  # noqa: SIM115 - closed by close()
+        self._file: Any = open(self.path, "rb")  # noqa: SIM115 - closed by close()
         try:
+            if self._file.read(2) == GZIP_MAGIC:
+                self._file.seek(0)
+                raw, self._file = self._file, None
+                try:
+                    self._file = _gunzip(raw, self.path, MAX_GUNZIP_BYTES)
+                finally:
+                    raw.close()
             self.size = self._file.seek(0, 2)
             self._map: Any = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if self.size else b""
             kind = capture_kind(bytes(self._map[:12]))
@@ -132,7 +189,8 @@ class CaptureReader:
     def close(self) -> None:
         if isinstance(getattr(self, "_map", None), mmap.mmap):
             self._map.close()
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
 
     def packets(self) -> Iterator[tuple[int, int, bytes]]:
         """Every packet in file order: ``(ts_ns, interface index, captured bytes)``."""

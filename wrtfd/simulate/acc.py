@@ -30,9 +30,10 @@ from typing import Any
 
 from wrtfd.errors import WrtfdError
 from wrtfd.simulate.car import CarSpec, CarState
+from wrtfd.simulate.encoding import EncoderOptions
 from wrtfd.simulate.sender import SendStats, with_last
 
-__all__ = ["AccBroadcastServer", "AccEncoder", "serve"]
+__all__ = ["AccBroadcastServer", "AccEncoder", "acc_encoder", "serve"]
 
 PROTOCOL_VERSION = 4
 NO_TIME = 0x7FFFFFFF
@@ -447,3 +448,7 @@ def serve(
             on_tick(state)
     pump(clock() + linger_s)
     return stats
+
+
+def acc_encoder(track: Any, options: EncoderOptions) -> AccEncoder:
+    return AccEncoder(track, car=options.car)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from wrtfd.simulate.car import CarState
+from wrtfd.simulate.car import CarSpec, CarState
 
-__all__ = ["Encoder", "TrackInfo"]
+__all__ = ["Encoder", "EncoderOptions", "TrackInfo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +17,18 @@ class TrackInfo:
     length_m: float
     sectors_m: tuple[float, ...]
     laps: int
+
+
+@dataclass(frozen=True, slots=True)
+class EncoderOptions:
+    """What ``wrtfd simulate`` can choose; each game's factory (its descriptor's ``simulator``,
+    :mod:`wrtfd.protocols`) reads the options that concern it."""
+
+    seed: int = 0
+    car: CarSpec | None = None
+    forza_format: str = "fm2023"
+    f1_format: int = 2024
+    gt7_variant: str = "C"
 
 
 class Encoder(Protocol):

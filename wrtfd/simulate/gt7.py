@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from Crypto.Cipher import Salsa20
 
 from wrtfd.simulate.car import CarSpec, CarState
-from wrtfd.simulate.encoding import TrackInfo, _u8
+from wrtfd.simulate.encoding import EncoderOptions, TrackInfo, _u8
 from wrtfd.simulate.sender import with_last
 
-__all__ = ["GT7_LETTERS", "ConsoleStats", "Gt7Console", "Gt7Encoder", "seal"]
+__all__ = ["GT7_LETTERS", "ConsoleStats", "Gt7Console", "Gt7Encoder", "gt7_encoder", "seal"]
 
 _KEY = b"Simulator Interface Packet GT7 ver 0.0"[:32]
 #: Heartbeat letter -> (packet size, IV XOR constant).
@@ -288,3 +288,7 @@ class Gt7Console:
             if on_tick is not None:
                 on_tick(state)
         return stats
+
+
+def gt7_encoder(track: TrackInfo, options: EncoderOptions) -> Gt7Encoder:
+    return Gt7Encoder(track, letter=options.gt7_variant, car=options.car, seed=options.seed)

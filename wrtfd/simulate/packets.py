@@ -18,9 +18,14 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from wrtfd.simulate.car import CarSpec, CarState
-from wrtfd.simulate.encoding import Encoder, TrackInfo, _s8, _u8, _u16
+from wrtfd.simulate.encoding import Encoder, EncoderOptions, TrackInfo, _s8, _u8, _u16
+
+if TYPE_CHECKING:
+    from wrtfd.protocols import Simulator
 
 __all__ = [
     "ENCODERS",
@@ -30,7 +35,11 @@ __all__ = [
     "OutGaugeEncoder",
     "OutSimEncoder",
     "TrackInfo",
+    "f1_encoder",
+    "forza_encoder",
     "make_encoder",
+    "outgauge_encoder",
+    "outsim_encoder",
 ]
 
 MPS_TO_KMH = 3.6
@@ -450,19 +459,50 @@ class OutSimEncoder:
         ]
 
 
-ENCODERS: dict[str, str] = {
-    "forza": "fm2023 Data Out (331 B); --forza-format sled|fm7|horizon|fm2023",
-    "f1": "EA F1 2024/2025 (Motion, Lap Data, Car Telemetry, Session, Event)",
-    "outgauge": "LFS OutGauge (92 B)",
-    "outsim": "LFS OutSim v1 (64 B, positions)",
-    # issue 14 (wrtfd.simulate.acc, wrtfd.simulate.wrc)
-    "acc": "ACC broadcasting server (registration, entry list, track data, car updates, events)",
-    "wrc": "EA SPORTS WRC session_update of the shipped structure (the track as one stage)",
-    # issue 14
-    "gt7": "Gran Turismo 7, encrypted; the simulator plays the console (--listen); --gt7-variants",
-    "pcars2": "Project CARS 2 / AMS2 UDP v2 (telemetry, timings, race, participants, game state...)",
-    "pcars": "Project CARS 1 UDP (telemetry 1367 B, participant strings 1347 B)",
-}
+def forza_encoder(track: TrackInfo, options: EncoderOptions) -> ForzaEncoder:
+    return ForzaEncoder(track, variant=options.forza_format, car=options.car)
+
+
+def f1_encoder(track: TrackInfo, options: EncoderOptions) -> F1Encoder:
+    import random
+
+    uid = random.Random(options.seed).getrandbits(64)
+    return F1Encoder(track, session_uid=uid, packet_format=options.f1_format, car=options.car)
+
+
+def outgauge_encoder(track: TrackInfo, options: EncoderOptions) -> OutGaugeEncoder:
+    return OutGaugeEncoder(track, car=options.car)
+
+
+def outsim_encoder(track: TrackInfo, options: EncoderOptions) -> OutSimEncoder:
+    return OutSimEncoder(track, car=options.car)
+
+
+def _simulators() -> dict[str, Simulator]:
+    from wrtfd.protocols import Simulator, all_protocols
+
+    return {
+        name: info.simulator
+        for name, info in all_protocols().items()
+        if isinstance(info.simulator, Simulator)
+    }
+
+
+class _Encoders(Mapping[str, str]):
+    """Protocol -> what its simulator sends, read from the protocol descriptors."""
+
+    def __getitem__(self, name: str) -> str:
+        return _simulators()[name].note
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_simulators())
+
+    def __len__(self) -> int:
+        return len(_simulators())
+
+
+#: Protocol -> what the simulator sends (the descriptors' ``simulator`` notes).
+ENCODERS: Mapping[str, str] = _Encoders()
 
 
 def make_encoder(
@@ -475,37 +515,15 @@ def make_encoder(
     car: CarSpec | None = None,
     gt7_variant: str = "C",
 ) -> Encoder:
-    """The encoder for ``protocol`` (a name in :data:`ENCODERS`).
+    """The encoder for ``protocol`` (its descriptor's simulator, imported now).
 
     :raises ValueError: for an unknown protocol or option.
     """
-    if protocol == "forza":
-        return ForzaEncoder(track, variant=forza_format, car=car)
-    if protocol == "f1":
-        import random
+    from wrtfd.protocols import load
 
-        return F1Encoder(
-            track, session_uid=random.Random(seed).getrandbits(64), packet_format=f1_format, car=car
-        )
-    if protocol == "outgauge":
-        return OutGaugeEncoder(track, car=car)
-    if protocol == "outsim":
-        return OutSimEncoder(track, car=car)
-    if protocol == "acc":
-        from wrtfd.simulate.acc import AccEncoder
-
-        return AccEncoder(track, car=car)
-    if protocol == "wrc":
-        from wrtfd.simulate.wrc import WrcEncoder
-
-        return WrcEncoder(track, car=car)
-    # issue 14: the GT7 and Project CARS encoders live in their own modules
-    if protocol == "gt7":
-        from wrtfd.simulate.gt7 import Gt7Encoder
-
-        return Gt7Encoder(track, letter=gt7_variant, car=car, seed=seed)
-    if protocol in ("pcars2", "pcars"):
-        from wrtfd.simulate.pcars import Pcars1Encoder, Pcars2Encoder
-
-        return Pcars2Encoder(track, car=car) if protocol == "pcars2" else Pcars1Encoder(track, car=car)
-    raise ValueError(f"unknown protocol {protocol!r}; known: {', '.join(ENCODERS)}")
+    simulator = _simulators().get(protocol)
+    if simulator is None:
+        raise ValueError(f"unknown protocol {protocol!r}; known: {', '.join(ENCODERS)}")
+    options = EncoderOptions(seed, car, forza_format, f1_format, gt7_variant)
+    encoder: Encoder = load(simulator.factory)(track, options)
+    return encoder

@@ -18,9 +18,17 @@ import math
 import struct
 
 from wrtfd.simulate.car import CarSpec, CarState
-from wrtfd.simulate.encoding import TrackInfo, _s8, _u8, _u16
+from wrtfd.simulate.encoding import EncoderOptions, TrackInfo, _s8, _u8, _u16
 
-__all__ = ["CLASS_NAME", "DRIVER", "VEHICLE", "Pcars1Encoder", "Pcars2Encoder"]
+__all__ = [
+    "CLASS_NAME",
+    "DRIVER",
+    "VEHICLE",
+    "Pcars1Encoder",
+    "Pcars2Encoder",
+    "pcars1_encoder",
+    "pcars2_encoder",
+]
 
 DRIVER = "Sim Driver"
 VEHICLE = "Simulated GT"
@@ -278,3 +286,11 @@ class Pcars1Encoder(_Common):
             self._next_strings_t = state.t_s + 5.0
         out.append(self.telemetry(state))
         return out
+
+
+def pcars2_encoder(track: TrackInfo, options: EncoderOptions) -> Pcars2Encoder:
+    return Pcars2Encoder(track, car=options.car)
+
+
+def pcars1_encoder(track: TrackInfo, options: EncoderOptions) -> Pcars1Encoder:
+    return Pcars1Encoder(track, car=options.car)

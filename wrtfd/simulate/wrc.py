@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from wrtfd.simulate.car import CarSpec, CarState
+from wrtfd.simulate.encoding import EncoderOptions
 
-__all__ = ["WrcEncoder"]
+__all__ = ["WrcEncoder", "wrc_encoder"]
 
 _SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
 #: The game's channel types as struct codes (the simulator's own table).
@@ -167,3 +168,7 @@ class WrcEncoder:
         packed = [values.get(c, 0) for c in self.order]
         packed = [x if not isinstance(x, float) or math.isfinite(x) else 0.0 for x in packed]
         return [self._struct.pack(*packed)]
+
+
+def wrc_encoder(track: Any, options: EncoderOptions) -> WrcEncoder:
+    return WrcEncoder(track, car=options.car)

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from wrtfd.errors import TrackError
+from wrtfd.protocols import MotecChannels, all_protocols
 from wrtfd.tracks.geometry import LanePath
 from wrtfd.tracks.lapchannels import POSITION_FIELDS, PositionFields
 from wrtfd.tracks.laps import Lap, LapDetector, timing_sectors
@@ -55,6 +56,19 @@ class SessionLaps:
         return next((lap for lap in self.laps if lap.number == number), None)
 
 
+def _by_signature(names: tuple[str, ...]) -> list[PositionFields]:
+    """The position of the protocol whose signature fields a source has (the largest signature
+    first), before any other: a GT7 file has Forza's position names too, but GT7's ``on_track``."""
+    found = [
+        (len(info.motec.signature), info.position)
+        for info in all_protocols().values()
+        if isinstance(info.motec, MotecChannels)
+        and isinstance(info.position, PositionFields)
+        and info.motec.signature <= set(names)
+    ]
+    return [pos for _, pos in sorted(found, key=lambda item: -item[0])]
+
+
 def find_position_fields(dtype: np.dtype, source: str | None = None) -> tuple[str | None, PositionFields]:
     """Find which source struct of a frame dtype holds positions, and under which names.
 
@@ -68,13 +82,13 @@ def find_position_fields(dtype: np.dtype, source: str | None = None) -> tuple[st
         sub = dtype if cand is None else (dtype[cand] if cand in names else None)
         if sub is None or sub.names is None:
             continue
-        for pos in POSITION_FIELDS.values():
+        for pos in _by_signature(sub.names) + list(POSITION_FIELDS.values()):
             if pos.x in sub.names and pos.z in sub.names:
                 active = pos.active if pos.active is not None and pos.active in sub.names else None
                 return cand, PositionFields(pos.x, pos.z, pos.z_sign, active)
     where = f"source {source!r}" if source else "any source"
     raise TrackError(
-        f"no position channels in {where} of this recording (known: forza, f1, outsim, codemasters)"
+        f"no position channels in {where} of this recording (known: {', '.join(sorted(POSITION_FIELDS))})"
     )
 
 

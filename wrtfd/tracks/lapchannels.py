@@ -33,13 +33,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from wrtfd.errors import ConfigError
 from wrtfd.tracks.delta import PredictiveDelta, Reference
+from wrtfd.protocols import PositionFields, all_protocols
 from wrtfd.tracks.geometry import LanePath, SectorMap
 from wrtfd.tracks.laps import LapDetector, LapState, timing_sectors
 from wrtfd.tracks.model import Track
@@ -47,33 +47,14 @@ from wrtfd.tracks.model import Track
 __all__ = ["POSITION_FIELDS", "LapChannels", "PositionFields", "lap_channels_for"]
 
 
-@dataclass(frozen=True, slots=True)
-class PositionFields:
-    """Where a protocol's frame keeps the ground position (track x and z)."""
-
-    x: str
-    z: str
-    z_sign: float = 1.0
-    active: str | None = None  # a field that is false while the car is not being driven
-
-
-#: Defaults per protocol (names of the protocols' frame fields in ``wrtfd/schemas``).
+#: Defaults per protocol: each protocol descriptor's ``position`` (:mod:`wrtfd.protocols`), for
+#: the protocols whose frames hold one (names of their frame fields in ``wrtfd/schemas``), in
+#: port-preference order (Forza, F1, OutSim, Codemasters... first): the order in which
+#: :func:`wrtfd.tracks.analysis.find_position_fields` tries them on a file.
 POSITION_FIELDS: dict[str, PositionFields] = {
-    "forza": PositionFields("position_x", "position_z", 1.0, "is_race_on"),
-    "f1": PositionFields("world_position_x", "world_position_z"),
-    "outsim": PositionFields("pos_x", "pos_y", -1.0),
-    "outsim2": PositionFields("pos_x", "pos_y", -1.0),
-    "codemasters": PositionFields("pos_x", "pos_z"),
-    # issue 14: ACC broadcasting's focused car (world X/Y are the ground plane); EA SPORTS WRC,
-    # Y up as in the earlier Codemasters games (no capture to confirm either: track_z_sign = -1
-    # if a real session's map comes out mirrored)
-    "acc": PositionFields("world_x", "world_y"),
-    "wrc": PositionFields("vehicle_position_x", "vehicle_position_z"),
-    # issue 14: GT7 (Y up; not on track in menus), Project CARS 2 / AMS2 (patch 5 full position),
-    # Project CARS 1 (the viewed car's participant entry, whole metres)
-    "gt7": PositionFields("position_x", "position_z", 1.0, "on_track"),
-    "pcars2": PositionFields("full_position_x", "full_position_z"),
-    "pcars": PositionFields("world_position_x", "world_position_z"),
+    name: info.position
+    for name, info in sorted(all_protocols().items(), key=lambda item: (item[1].port_rank, item[0]))
+    if isinstance(info.position, PositionFields)
 }
 
 LAP_FIELDS: list[dict[str, Any]] = [
