@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 
 from wrtfd.errors import ConfigError
-from wrtfd.tracks.delta import PredictiveDelta, Reference
 from wrtfd.protocols import PositionFields, all_protocols
+from wrtfd.tracks.delta import PredictiveDelta, Reference
 from wrtfd.tracks.geometry import LanePath, SectorMap
 from wrtfd.tracks.laps import LapDetector, LapState, timing_sectors
 from wrtfd.tracks.model import Track
