@@ -221,6 +221,8 @@ class FleetPublisher:
         now = time.monotonic()
         return {
             "url": self.settings.connect.shown,
+            # the node of the list the link is on now (a cluster: it moves when one goes away)
+            "server": _connected_url(self._nc),
             "rig": self.rig,
             "state": self.state,
             "state_for_s": round(now - self.state_since, 1),
@@ -399,7 +401,7 @@ class FleetPublisher:
         """The streams and the bucket (created where missing); retried until it works."""
         self._setup_done = False
         try:
-            await ensure_streams(self._js)
+            await ensure_streams(self._js, replicas=self.settings.replicas)
             if self.settings.upload:
                 self._uploader = ObjectUploader(
                     self._js,
@@ -408,6 +410,7 @@ class FleetPublisher:
                     rate_bytes_s=self.settings.upload_rate_bytes_s,
                     verify=self.settings.verify,
                     new_nuid=self._new_nuid,
+                    replicas=self.settings.replicas,
                 )
                 await self._uploader.ensure_bucket()
             self._setup_done = True
@@ -877,6 +880,13 @@ def _recording_state(path: Path) -> tuple[int, bool]:
             return sum(s.frame_count for s in r.sessions), bool(r.complete)
     except (OSError, WrtfdError):
         return -1, False
+
+
+def _connected_url(nc: Any) -> str | None:
+    url = getattr(nc, "connected_url", None) if nc is not None and nc.is_connected else None
+    if url is None:
+        return None
+    return f"{url.scheme}://{url.hostname}:{url.port}"
 
 
 def _size_of(path: str) -> int:
