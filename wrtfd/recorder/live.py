@@ -59,7 +59,14 @@ import numpy as np
 from wrtfd.decoders.base import Sample, SinkFull
 from wrtfd.recorder import durability
 from wrtfd.recorder.files import join_records
-from wrtfd.recorder.observe import LiveFrames, MarkerAdded, ObserverHub, SessionEnded, SessionStarted
+from wrtfd.recorder.observe import (
+    LapCompleted,
+    LiveFrames,
+    MarkerAdded,
+    ObserverHub,
+    SessionEnded,
+    SessionStarted,
+)
 from wrtfd.recorder.recorder import (
     BeginOp,
     EndOp,
@@ -313,6 +320,8 @@ class LiveRecorder:
     def _queue(self, ops: list[Op]) -> None:
         if self.hub is not None and ops:
             self._publish(self.hub, ops)
+        if self.hub is not None and self.recorder._new_laps:
+            self._publish_laps(self.hub)
         for op in ops:
             if isinstance(op, FramesOp):
                 n = len(op.frames)
@@ -385,6 +394,30 @@ class LiveRecorder:
                         best_s,
                     )
                 )
+
+    def _publish_laps(self, hub: ObserverHub) -> None:
+        """The laps just completed, as :class:`LapCompleted` (lap records, docs/laps.md)."""
+        rate = self.policy.rate_hz
+        start_us = self._pub_start_us
+        for lap, info in self.recorder.take_laps():
+            start_s, end_s = float(lap.start_s), float(lap.end_s)
+            hub.publish(
+                LapCompleted(
+                    group=self.group,
+                    lap=int(lap.number),
+                    time_s=end_s - start_s,
+                    sectors_s=tuple(float(x) for x in lap.sector_times_s),
+                    start_s=start_s,
+                    end_s=end_s,
+                    # the frames at or after the crossing that began it, before the one ending it
+                    first_tick=math.ceil(start_s * rate - 1e-6),
+                    last_tick=math.ceil(end_s * rate - 1e-6) - 1,
+                    session_start_us=start_us,
+                    wall_us=start_us + round(end_s * 1e6),
+                    valid=getattr(lap, "valid", None),
+                    info=tuple(sorted(info.items())),
+                )
+            )
 
     def _finish_engine(self, reason: str) -> None:
         if self._engine_done:

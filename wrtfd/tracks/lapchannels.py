@@ -33,7 +33,7 @@ import numpy as np
 
 from wrtfd.errors import ConfigError
 from wrtfd.tracks.geometry import LanePath, SectorMap
-from wrtfd.tracks.laps import LapDetector, LapState, timing_sectors
+from wrtfd.tracks.laps import Lap, LapDetector, LapState, timing_sectors
 from wrtfd.tracks.model import Track
 
 __all__ = ["POSITION_FIELDS", "LapChannels", "PositionFields", "lap_channels_for"]
@@ -167,6 +167,11 @@ class LapChannels:
             out["lap_time"] = st.lap_time_s
         out["track_sector"] = self._track_sector
         out["offset"] = self._offset
+
+    @property
+    def laps(self) -> list[Lap]:
+        """The laps completed in this session so far, in order (lap records read the new ones)."""
+        return self.detector.laps
 
     def live(self) -> dict[str, Any]:
         """The last and the best completed lap with sector times (for the live page)."""
