@@ -126,6 +126,9 @@ class FleetConfig(BaseModel):
     stop_upload_s: Annotated[float, Field(ge=0, le=300)] = FLEET_STOP_UPLOAD_S
     #: Wait between connection attempts (the first connection and after a loss).
     reconnect_wait_s: Annotated[float, Field(gt=0, le=300)] = 2.0
+    #: Send the lap records (``laps.jsonl`` beside the recordings) to a key-value bucket.
+    laps: bool = True
+    laps_bucket: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")] = "wrtfd-laps"
 
     @field_validator("url")
     @classmethod
@@ -207,6 +210,8 @@ class FleetSettings:
     queue_dir: Path
     stop_upload_s: float = FLEET_STOP_UPLOAD_S
     replicas: int = 1
+    laps: bool = True
+    laps_bucket: str = "wrtfd-laps"
 
 
 def tls_context(ca: Path | None, cert: Path | None, key: Path | None) -> ssl.SSLContext:
@@ -280,4 +285,6 @@ def fleet_settings(
         queue_dir=queue_dir,
         stop_upload_s=cfg.stop_upload_s,
         replicas=cfg.replicas,
+        laps=cfg.laps,
+        laps_bucket=cfg.laps_bucket,
     )

@@ -55,6 +55,7 @@ from wrtfd.fleet.encoding import (
     subject_layout,
     subject_status,
 )
+from wrtfd.fleet.laps import LapForwarder
 from wrtfd.fleet.queue import UploadEntry, UploadQueue, object_name
 from wrtfd.fleet.status import status_message
 from wrtfd.fleet.upload import FileGoneError, ObjectUploader
@@ -63,6 +64,7 @@ from wrtfd.recorder.observe import (
     EVENT_KINDS,
     FileClosed,
     FileOpened,
+    LapCompleted,
     LiveFrames,
     RecordingEvent,
 )
@@ -151,6 +153,19 @@ class FleetPublisher:
         self._setup_done = False
         self._attempt: asyncio.Task[Any] | None = None
         self._logged_error: tuple[str, float] = ("", 0.0)
+        #: Lap records from ``laps.jsonl`` to the laps bucket (store and forward, wrtfd.fleet.laps).
+        self._laps = (
+            LapForwarder(
+                output_dir / "laps.jsonl",
+                settings.queue_dir / "laps.offset",
+                rig=self.rig,
+                bucket=settings.laps_bucket,
+                replicas=settings.replicas,
+            )
+            if settings.laps
+            else None
+        )
+        self._laps_wake: asyncio.Event | None = None
 
     # === the observer side (any thread; returns at once) ======================================
 
@@ -246,6 +261,7 @@ class FleetPublisher:
             },
             "events": {"sent": self.events_sent, "dropped": self.events_dropped, "unsent": len(self._unsent)},
             "status_sent": self.status_sent,
+            "laps": None if self._laps is None else self._laps.snapshot(),
             "uploads": {
                 "enabled": self.settings.upload,
                 "bucket": self.settings.bucket,
@@ -312,6 +328,11 @@ class FleetPublisher:
         tasks = [asyncio.create_task(self._connection()), asyncio.create_task(self._pump())]
         if self.settings.upload:
             tasks.append(asyncio.create_task(self._uploads()))
+        if self._laps is not None:
+            self._laps_wake = asyncio.Event()
+            tasks.append(
+                asyncio.create_task(self._laps.run(lambda: self._js, lambda: self._online, self._laps_wake))
+            )
         try:
             await self._stop.wait()
             await self._finish()
@@ -332,6 +353,9 @@ class FleetPublisher:
         await self._drain()
         await self._last_uploads()
         await self._drain()
+        if self._laps is not None and self._online:  # the last laps (the rest: at the next start)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._laps.forward(self._js), CLOSE_FLUSH_S)
         if self._prev_status is not None:
             doc = dict(self._prev_status)
             doc["state"] = "stopped"
@@ -523,6 +547,8 @@ class FleetPublisher:
                 )
 
     async def _on_event(self, item: RecordingEvent) -> None:
+        if isinstance(item, LapCompleted) and self._laps_wake is not None:
+            self._laps_wake.set()  # its record is (about to be) in laps.jsonl
         if isinstance(item, FileOpened):
             self._open_files.add(item.path)
         elif isinstance(item, FileClosed):
