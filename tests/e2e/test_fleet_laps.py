@@ -157,6 +157,20 @@ def test_lap_records_arrive_once_across_an_outage_and_a_kill(tmp_path: Path) -> 
             assert rec["start_s"] == pytest.approx(lap["start_s"], abs=1e-4), key
             assert (rec["first_tick"] - 1) / RATE_HZ < lap["start_s"] <= rec["first_tick"] / RATE_HZ + 1e-6
             assert rec["last_tick"] / RATE_HZ < lap["end_s"] <= (rec["last_tick"] + 1) / RATE_HZ + 1e-6
+
+        # the leaderboard: each rig's best (no driver configured: the rig's name), from the bucket
+        best = {f"({rig})": min(r["time_s"] for r in records if r["rig"] == rig) for rig in daemons}
+        cli = run_cli("laps", "--fleet", "--track", str(OVAL), "--url", server.url, "--token", TOKEN, "--json")
+        assert cli.returncode == 0, cli.stderr
+        board = json.loads(cli.stdout)
+        assert {d["driver"]: d["best_s"] for d in board["drivers"]} == best
+        assert [d["gap_s"] for d in board["drivers"]] == pytest.approx(
+            sorted(v - min(best.values()) for v in best.values())
+        )
+        table = run_cli("laps", "--fleet", "--track", str(OVAL), "--url", server.url, "--token", TOKEN,
+                        "--driver", "(rig-b)")
+        assert table.returncode == 0, table.stderr
+        assert "(rig-b)" in table.stdout and "(rig-a)" not in table.stdout
     finally:
         for sim in sims:
             if sim.poll() is None:
