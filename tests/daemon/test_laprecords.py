@@ -41,7 +41,11 @@ def test_records_name_the_file_and_session_and_a_torn_line_is_left_alone(tmp_pat
     lines = (tmp_path / "laps.jsonl").read_bytes().split(b"\n")
     assert lines[0] == b'{"torn by a power cut' and lines[-1] == b""
     records = [json.loads(x) for x in lines[1:-1]]
-    assert [(r["file"], r["session"], r["lap"]) for r in records] == [("a.wrtf", 0, 1), ("a.wrtf", 1, 1), ("b.wrtf", 0, 2)]
+    assert [(r["file"], r["session"], r["lap"]) for r in records] == [
+        ("a.wrtf", 0, 1),
+        ("a.wrtf", 1, 1),
+        ("b.wrtf", 0, 2),
+    ]
     first = records[0]
     assert first == {
         "v": 1,

@@ -91,7 +91,7 @@ def test_lap_records_arrive_once_across_an_outage_and_a_kill(tmp_path: Path) -> 
             wait_for(functools.partial(connected, d), "connected")
         sims = [simulate(d.ports[0], laps=6, speed_scale=4) for d in daemons.values()]  # type: ignore[attr-defined]
         for d in daemons.values():
-            wait_for(lambda d=d: _sent(d) >= 1, "a lap record sent live", WAIT_S)
+            wait_for(functools.partial(_sent, d), "a lap record sent live", WAIT_S)
         server.stop()
         b = daemons["rig-b"]
         before = len(_lines(b))
@@ -160,15 +160,27 @@ def test_lap_records_arrive_once_across_an_outage_and_a_kill(tmp_path: Path) -> 
 
         # the leaderboard: each rig's best (no driver configured: the rig's name), from the bucket
         best = {f"({rig})": min(r["time_s"] for r in records if r["rig"] == rig) for rig in daemons}
-        cli = run_cli("laps", "--fleet", "--track", str(OVAL), "--url", server.url, "--token", TOKEN, "--json")
+        cli = run_cli(
+            "laps", "--fleet", "--track", str(OVAL), "--url", server.url, "--token", TOKEN, "--json"
+        )
         assert cli.returncode == 0, cli.stderr
         board = json.loads(cli.stdout)
         assert {d["driver"]: d["best_s"] for d in board["drivers"]} == best
         assert [d["gap_s"] for d in board["drivers"]] == pytest.approx(
             sorted(v - min(best.values()) for v in best.values())
         )
-        table = run_cli("laps", "--fleet", "--track", str(OVAL), "--url", server.url, "--token", TOKEN,
-                        "--driver", "(rig-b)")
+        table = run_cli(
+            "laps",
+            "--fleet",
+            "--track",
+            str(OVAL),
+            "--url",
+            server.url,
+            "--token",
+            TOKEN,
+            "--driver",
+            "(rig-b)",
+        )
         assert table.returncode == 0, table.stderr
         assert "(rig-b)" in table.stdout and "(rig-a)" not in table.stdout
     finally:

@@ -71,6 +71,9 @@ def test_every_lap_of_the_file_is_one_record(tmp_path: Path) -> None:
         # the tick range: the first frame at or after the crossing, the last before the next
         assert rec["first_tick"] / RATE_HZ >= lap["start_s"] - 1e-6
         assert (rec["first_tick"] - 1) / RATE_HZ < lap["start_s"]
-        assert rec["last_tick"] / RATE_HZ < lap["end_s"] and (rec["last_tick"] + 1) / RATE_HZ >= lap["end_s"] - 1e-6
+        assert (
+            rec["last_tick"] / RATE_HZ < lap["end_s"]
+            and (rec["last_tick"] + 1) / RATE_HZ >= lap["end_s"] - 1e-6
+        )
         assert (rec["driver"], rec["track"]) == ("Ada", found["track"])
         assert rec["rig"] and rec["wrtfd"]

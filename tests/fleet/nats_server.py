@@ -137,28 +137,7 @@ class NatsCluster:
         return self
 
     def wait_meta_leader(self, timeout_s: float = 60.0) -> None:
-        """Until the cluster's JetStream answers (a meta leader was elected): polled, bounded."""
-        import asyncio
-
-        import nats
-
-        async def ask() -> None:
-            nc = await nats.connect(self.urls, token=self.nodes[0].token, connect_timeout=2, allow_reconnect=False)
-            try:
-                await nc.jetstream(timeout=2.0).account_info()
-            finally:
-                await nc.close()
-
-        deadline = time.monotonic() + timeout_s
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            try:
-                asyncio.run(ask())
-                return
-            except Exception as exc:  # no meta leader yet: JetStream not available
-                last = exc
-                time.sleep(0.2)
-        raise AssertionError(f"the cluster elected no JetStream meta leader in {timeout_s} s: {last!r}")
+        wait_meta_leader(self.urls, self.nodes[0].token, timeout_s)
 
     def node_of(self, url: str) -> NatsServer:
         (node,) = [n for n in self.nodes if n.url == url]
@@ -167,3 +146,28 @@ class NatsCluster:
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
+
+
+def wait_meta_leader(urls: list[str], token: str | None, timeout_s: float = 60.0) -> None:
+    """Until the cluster's JetStream answers (a meta leader was elected): polled, bounded."""
+    import asyncio
+
+    import nats
+
+    async def ask() -> None:
+        nc = await nats.connect(urls, token=token, connect_timeout=2, allow_reconnect=False)
+        try:
+            await nc.jetstream(timeout=2.0).account_info()
+        finally:
+            await nc.close()
+
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            asyncio.run(ask())
+            return
+        except Exception as exc:  # no meta leader yet: JetStream not available
+            last = exc
+            time.sleep(0.2)
+    raise AssertionError(f"the cluster elected no JetStream meta leader in {timeout_s} s: {last!r}")

@@ -104,7 +104,11 @@ def test_rig_moves_to_another_node_uploads_complete_collect_is_byte_identical(
         def uploading() -> str | None:
             f = _fleet(d)
             current = (f.get("uploads") or {}).get("current") or {}
-            return f.get("server") if current.get("sent_bytes", 0) > 0 and f.get("state") == "connected" else None
+            return (
+                f.get("server")
+                if current.get("sent_bytes", 0) > 0 and f.get("state") == "connected"
+                else None
+            )
 
         first = wait_for(uploading, "an upload under way", WAIT_S)
         assert first in cluster.urls
@@ -132,7 +136,12 @@ def test_rig_moves_to_another_node_uploads_complete_collect_is_byte_identical(
         try:
             up = wait_for(settled, "every upload verified, every lap record sent", WAIT_S)
         except AssertionError:
-            print("DEBUG", json.dumps(_fleet(d), indent=1), d.status()["recorder"]["in_session"], d.stderr[-3000:])
+            print(
+                "DEBUG",
+                json.dumps(_fleet(d), indent=1),
+                d.status()["recorder"]["in_session"],
+                d.stderr[-3000:],
+            )
             raise
         files = sorted(p.name for p in rec.glob("*.wrtf"))
         assert up["done"] >= FILES and len(files) > FILES

@@ -11,8 +11,15 @@ from wrtfd.fleet.leaderboard import leaderboard
 
 
 def rec(driver: str | None, time_s: Any, sectors: Any, **kw: Any) -> dict[str, Any]:
-    return {"rig": kw.pop("rig", "rig-1"), "driver": driver, "track": "Oval", "car": "GT3",
-            "time_s": time_s, "sectors_s": sectors, **kw}
+    return {
+        "rig": kw.pop("rig", "rig-1"),
+        "driver": driver,
+        "track": "Oval",
+        "car": "GT3",
+        "time_s": time_s,
+        "sectors_s": sectors,
+        **kw,
+    }
 
 
 def test_best_per_driver_gaps_and_theoretical_bests() -> None:
@@ -36,7 +43,7 @@ def test_best_per_driver_gaps_and_theoretical_bests() -> None:
     assert board.rows[1].best["sectors_s"] == [10.1, 9.9, 10.1]
     assert board.theoretical_s == pytest.approx(9.8 + 9.9 + 10.0)  # Bob S1, Ada S2, Bob/rig-7 S3
     assert [r.driver for r in leaderboard(records, track="Oval", driver="ada").rows] == ["Ada"]
-    assert [r.driver for r in leaderboard(records, track="Oval").rows][0] == "Cy"
+    assert leaderboard(records, track="Oval").rows[0].driver == "Cy"
 
 
 def test_records_that_are_not_laps_are_skipped_and_counted() -> None:

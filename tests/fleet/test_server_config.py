@@ -73,40 +73,37 @@ def test_the_shipped_cluster_configs_form_a_jetstream_cluster_with_three_replica
     fleet's streams and bucket get three replicas."""
     import asyncio
 
-    from tests.fleet.nats_server import NatsServer
+    from tests.fleet.nats_server import wait_meta_leader
 
-    require_nats_server()
+    binary = require_nats_server()
     texts = {i: (CONF.parent / "nats-cluster" / f"node{i}.conf").read_text() for i in (1, 2, 3)}
-    client = {i: free_port() for i in (1, 2, 3)}
-    route = {i: free_port() for i in (1, 2, 3)}
-    nodes = []
-    for i, text in texts.items():
-        for j in (1, 2, 3):
-            text = text.replace(f"nats-route://node{j}:{6221 + j}", f"nats-route://127.0.0.1:{route[j]}")
-        text = text.replace(f"0.0.0.0:{4221 + i}", f"127.0.0.1:{client[i]}")
-        text = text.replace(f"0.0.0.0:{6221 + i}", f"127.0.0.1:{route[i]}")
-        text = text.replace(f"/var/lib/wrtfd-nats/node{i}", str(tmp_path / f"store{i}"))
-        assert "0.0.0.0" not in text and "/var/lib" not in text and "node" in text
-        conf = tmp_path / f"node{i}.conf"
-        conf.write_text(text)
-        node = NatsServer(tmp_path / f"n{i}", port=client[i])
-        node.start = _start_with(node, conf)  # type: ignore[method-assign]
-        nodes.append(node)
     token = re.search(r'token: "([^"]+)"', texts[1])
     assert token is not None
-    from tests.fleet.nats_server import NatsCluster
-
-    cluster = NatsCluster.__new__(NatsCluster)
-    cluster.nodes = nodes
-    for n in nodes:
-        n.token = token[1]
+    client = {i: free_port() for i in (1, 2, 3)}
+    route = {i: free_port() for i in (1, 2, 3)}
+    procs = []
     try:
-        for n in nodes:
-            n.start()
-        cluster.wait_meta_leader()
+        for i, text in texts.items():
+            for j in (1, 2, 3):
+                text = text.replace(f"nats-route://node{j}:{6221 + j}", f"nats-route://127.0.0.1:{route[j]}")
+            text = text.replace(f"0.0.0.0:{4221 + i}", f"127.0.0.1:{client[i]}")
+            text = text.replace(f"0.0.0.0:{6221 + i}", f"127.0.0.1:{route[i]}")
+            text = text.replace(f"/var/lib/wrtfd-nats/node{i}", str(tmp_path / f"store{i}"))
+            assert "0.0.0.0" not in text and "/var/lib" not in text and "nats-route://node" not in text
+            conf = tmp_path / f"node{i}.conf"
+            conf.write_text(text)
+            log = tmp_path / f"node{i}.log"
+            with open(log, "wb") as out:
+                procs.append(subprocess.Popen([binary, "-c", str(conf)], stdout=out, stderr=out))
+            deadline = time.monotonic() + 20
+            while b"Server is ready" not in log.read_bytes():
+                assert procs[-1].poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.05)
+        urls = [f"nats://127.0.0.1:{client[i]}" for i in (1, 2, 3)]
+        wait_meta_leader(urls, token[1])
 
         async def check() -> dict[str, int]:
-            nc = await connect(ConnectOptions(servers=tuple(cluster.urls), token=token[1]), name="t")
+            nc = await connect(ConnectOptions(servers=tuple(urls), token=token[1]), name="t")
             js = nc.jetstream(timeout=10.0)
             await ensure_streams(js, replicas=3)
             await ObjectUploader(js, "wrtfd", new_nuid=lambda: "x", replicas=3).ensure_bucket()
@@ -119,25 +116,6 @@ def test_the_shipped_cluster_configs_form_a_jetstream_cluster_with_three_replica
 
         assert asyncio.run(check()) == {"WRTFD_STATE": 3, "WRTFD_EVENTS": 3, "OBJ_wrtfd": 3}
     finally:
-        for n in nodes:
-            n.stop()
-
-
-def _start_with(node: object, conf: Path) -> object:
-    """``node.start`` running the given config file instead of writing one."""
-    from tests.fleet.nats_server import NatsServer
-
-    assert isinstance(node, NatsServer)
-
-    def start() -> NatsServer:
-        node.directory.mkdir(parents=True, exist_ok=True)
-        log = open(node.log_path, "ab")  # noqa: SIM115 - owned by the process
-        node.proc = subprocess.Popen([node.binary, "-c", str(conf)], stdout=log, stderr=log)
-        log.close()
-        deadline = time.monotonic() + 20
-        while b"Server is ready" not in node.log_path.read_bytes():
-            assert node.proc.poll() is None and time.monotonic() < deadline, node.log_path.read_text()
-            time.sleep(0.05)
-        return node
-
-    return start
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=10)

@@ -103,7 +103,11 @@ class LapBook:
         f = None
         dirty_since: float | None = None
         while True:
-            wait = None if dirty_since is None else max(0.0, dirty_since + self.fsync_interval_s - time.monotonic())
+            wait = (
+                None
+                if dirty_since is None
+                else max(0.0, dirty_since + self.fsync_interval_s - time.monotonic())
+            )
             try:
                 item = self._queue.get(timeout=wait)
             except queue.Empty:

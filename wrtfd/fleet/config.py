@@ -154,7 +154,9 @@ class FleetConfig(BaseModel):
     @model_validator(mode="after")
     def _credentials(self) -> FleetConfig:
         if (self.url is None) == (self.servers is None):
-            raise ValueError("give the server(s): url = \"nats://HOST:PORT\" or servers = [...], one of the two")
+            raise ValueError(
+                'give the server(s): url = "nats://HOST:PORT" or servers = [...], one of the two'
+            )
         given = [
             name
             for name, present in (
