@@ -168,6 +168,7 @@ class LiveRecorder:
         self.hub = hub
         self.group = group
         if hub is not None:
+            self.recorder.collect_laps = True  # LapCompleted for the observers (lap records)
             self.recorder.sink.on_event = hub.publish
             self.recorder.sink.group = group
             if trigger is not None:
@@ -320,7 +321,7 @@ class LiveRecorder:
     def _queue(self, ops: list[Op]) -> None:
         if self.hub is not None and ops:
             self._publish(self.hub, ops)
-        if self.hub is not None and self.recorder._new_laps:
+        if self.hub is not None and self.recorder.laps_waiting:
             self._publish_laps(self.hub)
         for op in ops:
             if isinstance(op, FramesOp):

@@ -228,7 +228,9 @@ class Recorder:
                 summaries=self._summaries,
             )
         )
-        #: Laps the plug-ins completed since the last call of :meth:`take_laps`: ``(lap, info)``.
+        #: Keep the laps the plug-ins complete for :meth:`take_laps` (the live recorder with
+        #: observers: lap records); off, nothing is kept (replay, import).
+        self.collect_laps = False
         self._new_laps: list[tuple[Any, dict[str, str]]] = []
         self._laps_seen: list[int] = [0] * len(self.derived)
         self._session_info: dict[str, str] = {}
@@ -332,7 +334,8 @@ class Recorder:
                 frames = ev.frames
                 if self.derived:
                     self._derive(frames)
-                    self._look_for_laps()
+                    if self.collect_laps:
+                        self._look_for_laps()
                 marks = self.markers.stamp(frames)
                 self.frames_out += len(frames)
                 self.dropped_ticks += ev.dropped_ticks
@@ -377,6 +380,10 @@ class Recorder:
             for lap in laps[self._laps_seen[i] :]:
                 self._new_laps.append((lap, self._session_info))
             self._laps_seen[i] = len(laps)
+
+    @property
+    def laps_waiting(self) -> bool:
+        return bool(self._new_laps)
 
     def take_laps(self) -> list[tuple[Any, dict[str, str]]]:
         """The laps completed since the last call (``Lap``, session info), oldest first."""
