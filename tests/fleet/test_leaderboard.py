@@ -59,3 +59,17 @@ def test_records_that_are_not_laps_are_skipped_and_counted() -> None:
     assert board.skipped == len(bad)
     assert [(r.driver, r.theoretical_s) for r in board.rows] == [("B", None)]
     assert board.theoretical_s is None
+
+
+def test_laps_command_usage_errors_are_one_line_exit_2() -> None:
+    import subprocess
+    import sys
+
+    for args, said in (
+        ([], "give a WRTF FILE"),
+        (["--fleet"], "--fleet needs --track"),
+        (["x.wrtf", "--fleet", "--track", "Oval"], "give no FILE"),
+    ):
+        out = subprocess.run([sys.executable, "-m", "wrtfd", "laps", *args], capture_output=True, text=True)
+        assert out.returncode == 2 and said in out.stderr, (args, out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr

@@ -14,7 +14,11 @@ __all__ = ["connection_args"]
 
 def connection_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("server")
-    g.add_argument("--url", help="the NATS server, nats://HOST:PORT (default: [fleet] url of --config)")
+    g.add_argument(
+        "--url",
+        help="the NATS server, nats://HOST:PORT; a cluster: its nodes, comma-separated"
+        " (default: [fleet] url or servers of --config)",
+    )
     g.add_argument("--config", type=Path, help="take url, credentials and TLS from this config's [fleet]")
     g.add_argument("--token", help="log in with this token")
     g.add_argument("--user", help="log in as this user (with --password)")
