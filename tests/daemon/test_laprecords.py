@@ -37,6 +37,9 @@ def test_records_name_the_file_and_session_and_a_torn_line_is_left_alone(tmp_pat
     book.notify(lap(1, 5.0, 35.0, session_us=START_US + 100_000_000))  # the file's second session
     book.notify(FileOpened("main", str(tmp_path / "b.wrtf"), START_US + 200_000_000))
     book.notify(lap(2, 35.0, 66.0, session_us=START_US + 200_000_000))
+    # rotated in the middle of that session (rotate_s): its next lap is in c.wrtf's session 0
+    book.notify(FileOpened("main", str(tmp_path / "c.wrtf"), START_US + 260_000_000, "rotate"))
+    book.notify(lap(3, 66.0, 97.0, session_us=START_US + 200_000_000))
     book.close()
     lines = (tmp_path / "laps.jsonl").read_bytes().split(b"\n")
     assert lines[0] == b'{"torn by a power cut' and lines[-1] == b""
@@ -45,6 +48,7 @@ def test_records_name_the_file_and_session_and_a_torn_line_is_left_alone(tmp_pat
         ("a.wrtf", 0, 1),
         ("a.wrtf", 1, 1),
         ("b.wrtf", 0, 2),
+        ("c.wrtf", 0, 3),
     ]
     first = records[0]
     assert first == {
@@ -71,5 +75,5 @@ def test_records_name_the_file_and_session_and_a_torn_line_is_left_alone(tmp_pat
         "wall_us": START_US + 40_500_000,
         "wrtfd": __version__,
     }
-    assert len({r["id"] for r in records}) == 3
-    assert book.records == 3 and book.errors == 0
+    assert len({r["id"] for r in records}) == 4
+    assert book.records == 4 and book.errors == 0

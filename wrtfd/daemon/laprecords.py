@@ -154,9 +154,12 @@ class LapBook:
         known = self._files.get(ev.group)
         if known is not None:
             path, starts = known
-            if ev.session_start_us not in starts:
-                starts.append(ev.session_start_us)
-            session = starts.index(ev.session_start_us)
+            if ev.session_start_us < starts[0]:
+                session = 0  # a session that began in the file before (rotated into this one)
+            else:
+                if ev.session_start_us not in starts:
+                    starts.append(ev.session_start_us)
+                session = starts.index(ev.session_start_us)
             try:
                 file = str(Path(path).relative_to(self.output_dir))
             except ValueError:
