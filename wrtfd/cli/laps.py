@@ -6,11 +6,6 @@ the wrong track or none. Without it, the lap channels the recorder added live (`
 read back. Only completed laps are listed; the out-lap and the unfinished last lap are not.
 ``--json`` prints ``{file, track, sessions: [{session, frames, laps: [{lap, time_s, start_s,
 end_s, sectors_s}], best_lap, best_lap_s}]}`` (times in seconds from the session's start).
-
-``wrtfd laps --fleet --track T [--car C] [--driver D]``: the team's leaderboard from the lap
-records on the fleet's server (``--url``/``--config``, like ``wrtfd fleet status``): each
-driver's best lap, gap to the fastest, laps and theoretical best (best sectors), and the team's
-theoretical best. ``T`` is a track name as the records give it (or a track file: its name).
 """
 
 from __future__ import annotations
@@ -33,42 +28,19 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("file", type=Path, nargs="?", help="WRTF recording (not with --fleet)")
-    p.add_argument(
-        "--track", type=Path, help="track file: re-detect laps from the positions (--fleet: the track)"
-    )
+    p.add_argument("file", type=Path, nargs="?", help="WRTF recording")
+    p.add_argument("--track", type=Path, help="track file: re-detect laps from the positions")
     p.add_argument("--source", help="source whose positions to use (default: the first with positions)")
     p.add_argument("--lane", type=int, default=0, help="track lane to measure along (default 0)")
     p.add_argument("--session", type=int, help="only this session (default: all)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    f = p.add_argument_group("the team's laps (--fleet)")
-    f.add_argument("--fleet", action="store_true", help="the leaderboard from the fleet's lap records")
-    f.add_argument("--car", help="--fleet: only this car")
-    f.add_argument("--driver", help="--fleet: only this driver")
-    f.add_argument("--laps-bucket", help="--fleet: the key-value bucket (default: [fleet] laps_bucket)")
-    from wrtfd.cli.fleet_args import connection_args
-
-    connection_args(p)
     p.set_defaults(func=_run)
+    from wrtfd.cli.laps_fleet import add_fleet  # the one door into the fleet: --fleet
+
+    add_fleet(p, _run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from wrtfd.errors import ConfigError
-
-    if args.fleet:
-        if args.file is not None:
-            raise ConfigError("--fleet reads the fleet's lap records: give no FILE")
-        if args.track is None:
-            raise ConfigError("--fleet needs --track T (the track's name, or its track file)")
-        from wrtfd.cli.laps_fleet import leaderboard_command  # the one door into the fleet
-
-        return leaderboard_command(args)
-    if args.file is None:
-        raise ConfigError("give a WRTF FILE (or --fleet --track T)")
-    return _file(args)
-
-
-def _file(args: argparse.Namespace) -> int:
     from wrtfd.format import Reader
     from wrtfd.format.markers import session_marker_rows
     from wrtfd.tracks import load_track

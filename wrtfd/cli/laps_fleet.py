@@ -1,7 +1,10 @@
-"""``wrtfd laps --fleet``: the team's leaderboard from the lap records on the fleet's server.
+"""``wrtfd laps --fleet --track T [--car C] [--driver D]``: the team's leaderboard from the lap
+records on the fleet's server (``--url``/``--config``, like ``wrtfd fleet status``): each
+driver's best lap, gap to the fastest, laps and theoretical best (best sectors), and the team's
+theoretical best. ``T`` is a track name as the records give it (or a track file: its name).
 
-Apart from :mod:`wrtfd.cli.laps` (an offline command of the core install): this part needs the
-``fleet`` extra and the config loader, and is imported only when ``--fleet`` is given.
+Apart from :mod:`wrtfd.cli.laps` (an offline command of the core install): only this module's
+functions import the fleet (the ``fleet`` extra) and the config loader, when ``--fleet`` runs.
 """
 
 from __future__ import annotations
@@ -9,11 +12,43 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
+from wrtfd.cli.fleet_args import connection_args
 from wrtfd.tracks.laps import format_lap_time
 
-__all__ = ["leaderboard_command"]
+__all__ = ["add_fleet", "leaderboard_command"]
+
+
+def add_fleet(p: argparse.ArgumentParser, file_command: Callable[[argparse.Namespace], int]) -> None:
+    """``wrtfd laps``'s fleet options; its command becomes: the leaderboard with ``--fleet``,
+    else ``file_command`` (the laps of a FILE)."""
+    f = p.add_argument_group("the team's laps (--fleet)")
+    f.add_argument(
+        "--fleet",
+        action="store_true",
+        help="the team's leaderboard from the fleet's lap records (with --track)",
+    )
+    f.add_argument("--car", help="--fleet: only this car")
+    f.add_argument("--driver", help="--fleet: only this driver")
+    f.add_argument("--laps-bucket", help="--fleet: the key-value bucket (default: [fleet] laps_bucket)")
+    connection_args(p)
+
+    def run(args: argparse.Namespace) -> int:
+        from wrtfd.errors import ConfigError
+
+        if args.fleet:
+            if args.file is not None:
+                raise ConfigError("--fleet reads the fleet's lap records: give no FILE")
+            if args.track is None:
+                raise ConfigError("--fleet needs --track T (the track's name, or its track file)")
+            return leaderboard_command(args)
+        if args.file is None:
+            raise ConfigError("give a WRTF FILE (or --fleet --track T)")
+        return file_command(args)
+
+    p.set_defaults(func=run)
 
 
 def leaderboard_command(args: argparse.Namespace) -> int:

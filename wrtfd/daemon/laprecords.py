@@ -1,4 +1,4 @@
-"""Lap records: every completed lap, one JSON line in ``<recordings>/laps.jsonl`` (docs/laps.md).
+"""Lap records: every completed lap, one JSON line in ``<recordings>/laps.jsonl`` (docs/lap-records.md).
 
 An observer of the recording like the journal: :meth:`LapBook.notify` puts the event on a queue
 and returns; a thread of its own writes the line (flushed at once, so a ``kill -9`` of the
@@ -40,7 +40,7 @@ def record_id(rig: str, group: str, session_start_us: int, lap: int, end_s: floa
 
 
 def lap_record(ev: LapCompleted, *, rig: str, file: str | None, session: int | None) -> dict[str, Any]:
-    """The record of one lap (a JSON-ready dict; the wire and file format in docs/laps.md)."""
+    """The record of one lap (a JSON-ready dict; the wire and file format in docs/lap-records.md)."""
     info = dict(ev.info)
     return {
         "v": RECORD_VERSION,

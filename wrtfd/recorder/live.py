@@ -59,14 +59,7 @@ import numpy as np
 from wrtfd.decoders.base import Sample, SinkFull
 from wrtfd.recorder import durability
 from wrtfd.recorder.files import join_records
-from wrtfd.recorder.observe import (
-    LapCompleted,
-    LiveFrames,
-    MarkerAdded,
-    ObserverHub,
-    SessionEnded,
-    SessionStarted,
-)
+from wrtfd.recorder.observe import LiveFrames, MarkerAdded, ObserverHub, SessionEnded, SessionStarted
 from wrtfd.recorder.recorder import (
     BeginOp,
     EndOp,
@@ -178,6 +171,7 @@ class LiveRecorder:
                 self.recorder.on_frames = self._publish_frames
         # The session being published to the hub: tick-0 wall time, frames, first/last tick.
         self._pub_start_us = 0
+        self._pub_header: Mapping[str, Any] = {}
         self._pub_open = False
         self._pub_frames = 0
         self._pub_first: int | None = None
@@ -367,6 +361,7 @@ class LiveRecorder:
                     hub.publish(MarkerAdded(self.group, m.tick, m.wall_us, m.note))
             elif isinstance(op, BeginOp):
                 self._pub_start_us = op.start_us
+                self._pub_header = op.header
                 self._pub_open = True
                 self._pub_frames, self._pub_first, self._pub_last = 0, None, None
                 reason = str(op.header.get("start_reason", "first"))
@@ -397,10 +392,21 @@ class LiveRecorder:
                 )
 
     def _publish_laps(self, hub: ObserverHub) -> None:
-        """The laps just completed, as :class:`LapCompleted` (lap records, docs/laps.md)."""
+        """The laps just completed, as ``LapCompleted`` (lap records, docs/lap-records.md)."""
+        from wrtfd.recorder.observe import LapCompleted
+
         rate = self.policy.rate_hz
         start_us = self._pub_start_us
-        for lap, info in self.recorder.take_laps():
+        header, meta = self._pub_header, self.recorder.sink.metadata
+        # the track the laps are timed on (the files' Track) before the game's own name
+        known = {
+            "track": meta.get("Track") or header.get("track"),
+            "car": header.get("car") or meta.get("Car"),
+            "session_type": header.get("session_type"),
+            "driver": meta.get("Driver"),
+        }
+        info = tuple(sorted((k, str(v)) for k, v in known.items() if v))
+        for lap in self.recorder.take_laps():
             start_s, end_s = float(lap.start_s), float(lap.end_s)
             hub.publish(
                 LapCompleted(
@@ -416,7 +422,7 @@ class LiveRecorder:
                     session_start_us=start_us,
                     wall_us=start_us + round(end_s * 1e6),
                     valid=getattr(lap, "valid", None),
-                    info=tuple(sorted(info.items())),
+                    info=info,
                 )
             )
 

@@ -231,9 +231,8 @@ class Recorder:
         #: Keep the laps the plug-ins complete for :meth:`take_laps` (the live recorder with
         #: observers: lap records); off, nothing is kept (replay, import).
         self.collect_laps = False
-        self._new_laps: list[tuple[Any, dict[str, str]]] = []
+        self._new_laps: list[Any] = []
         self._laps_seen: list[int] = [0] * len(self.derived)
-        self._session_info: dict[str, str] = {}
         #: Told of every frame block before the gate (live views); ``(frames, session tick-0 us)``.
         self.on_frames: Callable[[np.ndarray, int], None] | None = None
         self._live_start_us = 0
@@ -346,49 +345,19 @@ class Recorder:
                 self.sessions_started += 1
                 self.markers.reset()
                 self._session_start_ns = ev.start_ns
+                self._laps_seen = [0] * len(self.derived)
                 for d in self.derived:
                     try:
                         d.start_session()
                     except Exception:  # a plug-in's bug must not stop the recording
                         self.derived_errors += 1
                 self._live_start_us = self.wall_us(ev.start_ns)
-                header = self._header(ev)
-                self._laps_seen = [0] * len(self.derived)
-                meta = self.sink.metadata
-                # the track the laps are timed on (the files' Track) before the game's own name
-                self._session_info = {
-                    "track": str(meta.get("Track") or header.get("track") or ""),
-                    "car": str(header.get("car") or meta.get("Car") or ""),
-                    "session_type": str(header.get("session_type") or ""),
-                    "driver": str(meta.get("Driver") or ""),
-                }
-                self._session_info = {k: v for k, v in self._session_info.items() if v}
-                ops.append(BeginOp(header, self._live_start_us))
+                ops.append(BeginOp(self._header(ev), self._live_start_us))
             else:
                 self.markers.reset()
                 self._session_start_ns = None
                 ops.append(EndOp(self._footer(ev)))
         return ops if self.gate is None else self.gate.feed(ops)
-
-    def _look_for_laps(self) -> None:
-        """New entries in a plug-in's ``laps`` (LapChannels, the GNSS lap channels): one look
-        per frame block, not per frame."""
-        for i, d in enumerate(self.derived):
-            laps = getattr(d, "laps", None)
-            if not isinstance(laps, list) or len(laps) <= self._laps_seen[i]:
-                continue
-            for lap in laps[self._laps_seen[i] :]:
-                self._new_laps.append((lap, self._session_info))
-            self._laps_seen[i] = len(laps)
-
-    @property
-    def laps_waiting(self) -> bool:
-        return bool(self._new_laps)
-
-    def take_laps(self) -> list[tuple[Any, dict[str, str]]]:
-        """The laps completed since the last call (``Lap``, session info), oldest first."""
-        out, self._new_laps = self._new_laps, []
-        return out
 
     def _derive(self, frames: np.ndarray) -> None:
         ticks = frames["tick"]
@@ -401,6 +370,25 @@ class Recorder:
                     d.compute(row, t)
                 except Exception:  # a plug-in's bug must not stop the recording
                     self.derived_errors += 1
+
+    def _look_for_laps(self) -> None:
+        """New entries in a plug-in's ``laps`` (LapChannels, the GNSS lap channels): one look
+        per frame block, not per frame."""
+        for i, d in enumerate(self.derived):
+            laps = getattr(d, "laps", None)
+            if not isinstance(laps, list) or len(laps) <= self._laps_seen[i]:
+                continue
+            self._new_laps.extend(laps[self._laps_seen[i] :])
+            self._laps_seen[i] = len(laps)
+
+    @property
+    def laps_waiting(self) -> bool:
+        return bool(self._new_laps)
+
+    def take_laps(self) -> list[Any]:
+        """The laps (``Lap``) completed since the last call, oldest first."""
+        out, self._new_laps = self._new_laps, []
+        return out
 
     # -- sink (I/O: the writer thread live, inline in replay) --------------------------------------
 
