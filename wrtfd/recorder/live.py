@@ -398,15 +398,19 @@ class LiveRecorder:
         rate = self.policy.rate_hz
         start_us = self._pub_start_us
         header, meta = self._pub_header, self.recorder.sink.metadata
-        # the track the laps are timed on (the files' Track) before the game's own name
-        known = {
-            "track": meta.get("Track") or header.get("track"),
-            "car": header.get("car") or meta.get("Car"),
-            "session_type": header.get("session_type"),
-            "driver": meta.get("Driver"),
-        }
-        info = tuple(sorted((k, str(v)) for k, v in known.items() if v))
-        for lap in self.recorder.take_laps():
+        for lap, plugin in self.recorder.take_laps():
+            # the track the lap was timed on (the plug-in's track or circuit, the files' Track)
+            # before the game's own name for it
+            timed_on = getattr(getattr(plugin, "track", None), "name", None) or getattr(
+                getattr(plugin, "circuit", None), "name", None
+            )
+            known = {
+                "track": timed_on or meta.get("Track") or header.get("track"),
+                "car": header.get("car") or meta.get("Car"),
+                "session_type": header.get("session_type"),
+                "driver": meta.get("Driver"),
+            }
+            info = tuple(sorted((k, str(v)) for k, v in known.items() if isinstance(v, str) and v))
             start_s, end_s = float(lap.start_s), float(lap.end_s)
             hub.publish(
                 LapCompleted(

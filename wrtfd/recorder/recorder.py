@@ -378,15 +378,15 @@ class Recorder:
             laps = getattr(d, "laps", None)
             if not isinstance(laps, list) or len(laps) <= self._laps_seen[i]:
                 continue
-            self._new_laps.extend(laps[self._laps_seen[i] :])
+            self._new_laps.extend((lap, d) for lap in laps[self._laps_seen[i] :])
             self._laps_seen[i] = len(laps)
 
     @property
     def laps_waiting(self) -> bool:
         return bool(self._new_laps)
 
-    def take_laps(self) -> list[Any]:
-        """The laps (``Lap``) completed since the last call, oldest first."""
+    def take_laps(self) -> list[tuple[Any, Any]]:
+        """The laps completed since the last call, oldest first: ``(Lap, the plug-in)``."""
         out, self._new_laps = self._new_laps, []
         return out
 
