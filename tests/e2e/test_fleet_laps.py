@@ -104,9 +104,9 @@ def test_lap_records_arrive_once_across_an_outage_and_a_kill(tmp_path: Path) -> 
         b.proc.wait(timeout=10)
         for sim in sims:
             assert sim.wait(timeout=120) == 0
-        server.start()
         a = daemons["rig-a"]
         assert len(_lines(a)) > _sent(a)  # rig-a has laps that wait for the server
+        server.start()
         daemons["rig-b"] = b = restarted(b).start()
         b.wait_ready()
         for d in daemons.values():
