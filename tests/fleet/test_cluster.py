@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 #: Small files at a capped rate: the uploads last a few seconds, long enough to lose a node in one.
 FILES = 4
 FILE_BYTES = 96 * 1024
-RATE = 64 * 1024
+RATE = 32 * 1024
 WAIT_S = 90.0
 
 
