@@ -45,11 +45,15 @@ class NatsServer:
         token: str | None = TOKEN,
         tls: tuple[Path, Path] | None = None,
         max_payload: int | None = None,
+        port: int | None = None,
+        cluster: str | None = None,
     ) -> None:
         self.binary = require_nats_server()
+        #: Extra lines for a node of a cluster (``server_name``, ``cluster { ... }``).
+        self.cluster = cluster
         self.directory = directory
         self.store = directory / "store"
-        self.port = free_port()
+        self.port = free_port() if port is None else port
         self.token = token
         self.tls = tls
         self.max_payload = max_payload
@@ -71,6 +75,8 @@ class NatsServer:
             lines.append(f'tls {{ cert_file: "{cert}"\n key_file: "{key}" }}')
         if self.max_payload is not None:
             lines.append(f"max_payload: {self.max_payload}")
+        if self.cluster is not None:
+            lines.append(self.cluster)
         config.write_text("\n".join(lines) + "\n")
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the process
         self.proc = subprocess.Popen([self.binary, "-c", str(config)], stdout=log, stderr=log)
@@ -84,6 +90,13 @@ class NatsServer:
             time.sleep(0.05)
         raise AssertionError(f"nats-server not ready: {self.log_path.read_text()[-2000:]}")
 
+    def kill(self) -> None:
+        """``kill -9``: no goodbye to the clients or to the other nodes."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
@@ -93,3 +106,68 @@ class NatsServer:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
         self.proc = None
+
+
+class NatsCluster:
+    """Three ``nats-server -js`` nodes clustered on loopback (routes between them), each with its
+    own store; the layout of ``config/nats-cluster/``. ``urls`` is what a rig's ``servers`` gets."""
+
+    def __init__(self, directory: Path, *, size: int = 3, token: str | None = TOKEN) -> None:
+        client_ports = [free_port() for _ in range(size)]
+        route_ports = [free_port() for _ in range(size)]
+        self.nodes: list[NatsServer] = []
+        for i in range(size):
+            routes = ", ".join(f"nats-route://127.0.0.1:{p}" for j, p in enumerate(route_ports) if j != i)
+            extra = (
+                f"server_name: n{i + 1}\n"
+                f"cluster {{ name: wrtfd\n listen: 127.0.0.1:{route_ports[i]}\n routes: [{routes}] }}"
+            )
+            self.nodes.append(
+                NatsServer(directory / f"n{i + 1}", token=token, port=client_ports[i], cluster=extra)
+            )
+
+    @property
+    def urls(self) -> list[str]:
+        return [n.url for n in self.nodes]
+
+    def start(self) -> NatsCluster:
+        for node in self.nodes:
+            node.start()
+        self.wait_meta_leader()
+        return self
+
+    def wait_meta_leader(self, timeout_s: float = 60.0) -> None:
+        wait_meta_leader(self.urls, self.nodes[0].token, timeout_s)
+
+    def node_of(self, url: str) -> NatsServer:
+        (node,) = [n for n in self.nodes if n.url == url]
+        return node
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+def wait_meta_leader(urls: list[str], token: str | None, timeout_s: float = 60.0) -> None:
+    """Until the cluster's JetStream answers (a meta leader was elected): polled, bounded."""
+    import asyncio
+
+    import nats
+
+    async def ask() -> None:
+        nc = await nats.connect(urls, token=token, connect_timeout=2, allow_reconnect=False)
+        try:
+            await nc.jetstream(timeout=2.0).account_info()
+        finally:
+            await nc.close()
+
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            asyncio.run(ask())
+            return
+        except Exception as exc:  # no meta leader yet: JetStream not available
+            last = exc
+            time.sleep(0.2)
+    raise AssertionError(f"the cluster elected no JetStream meta leader in {timeout_s} s: {last!r}")

@@ -161,3 +161,33 @@ def test_service_install_carries_the_fleet_files_with_the_config(tmp_path: Path)
     refs = {r.key: r for r in relative_references(load_config(config))}
     assert refs["fleet.creds"].path == tmp_path / "rig.creds"
     assert refs["fleet.tls_ca"].written == "tls/ca.pem"
+
+
+def test_servers_list_and_replicas(tmp_path: Path) -> None:
+    urls = ["nats://n1:4222", "nats://n2:4222", "tls://n3:4222"]
+    cfg = parse_config({**SOURCE, "fleet": {"servers": urls, "replicas": 3}}, "t.toml").fleet
+    assert cfg is not None
+    s = fleet_settings(cfg, resolve=lambda p: tmp_path / p, output_dir=tmp_path)
+    assert s.connect.servers == tuple(urls) and s.connect.tls is not None  # a tls:// node: TLS on
+    cfg = parse_config({**SOURCE, "fleet": {"servers": urls[:2], "replicas": 3}}, "t.toml").fleet
+    assert cfg is not None
+    s = fleet_settings(cfg, resolve=lambda p: tmp_path / p, output_dir=tmp_path)
+    assert s.connect.servers == tuple(urls[:2]) and s.replicas == 3
+    # the single url keeps working, commas included
+    assert _cfg().server_list == ("nats://pit-wall:4222",)
+    assert _cfg(url="nats://a:1,nats://b:2").server_list == ("nats://a:1", "nats://b:2")
+
+
+@pytest.mark.parametrize(
+    ("fleet", "message"),
+    [
+        ({}, "url = "),
+        ({"url": "nats://a:1", "servers": ["nats://b:1"]}, "one of the two"),
+        ({"servers": []}, "at least one server"),
+        ({"servers": ["http://b:1"]}, "expected nats://HOST:PORT"),
+        ({"servers": ["nats://b:1"], "replicas": 7}, "fleet.replicas"),
+    ],
+)
+def test_bad_server_lists_name_the_key(fleet: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_config({**SOURCE, "fleet": fleet}, "t.toml")

@@ -16,22 +16,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from wrtfd.cli.fleet_args import connection_args as _connection_args
+
 __all__ = ["register"]
 
 LAYOUT_RETRY_S = 5.0
-
-
-def _connection_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("server")
-    g.add_argument("--url", help="the NATS server, nats://HOST:PORT (default: [fleet] url of --config)")
-    g.add_argument("--config", type=Path, help="take url, credentials and TLS from this config's [fleet]")
-    g.add_argument("--token", help="log in with this token")
-    g.add_argument("--user", help="log in as this user (with --password)")
-    g.add_argument("--password", help="the user's password")
-    g.add_argument("--creds", type=Path, help="NATS credentials file")
-    g.add_argument("--tls-ca", type=Path, help="CA file to check the server's certificate")
-    g.add_argument("--tls-cert", type=Path, help="client certificate (with --tls-key)")
-    g.add_argument("--tls-key", type=Path, help="client key")
 
 
 def register(subparsers: Any) -> None:

@@ -46,7 +46,7 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("file", type=Path, help="WRTF recording")
+    p.add_argument("file", type=Path, nargs="?", help="WRTF recording")
     p.add_argument("--track", type=Path, help="track file: re-detect laps from the positions")
     p.add_argument("--circuit", type=Path, help="circuit file (.json) or geo-anchored track: time GNSS laps")
     p.add_argument(
@@ -57,6 +57,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--session", type=int, help="only this session (default: all)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_run)
+    from wrtfd.cli.laps_fleet import add_fleet  # the one door into the fleet: --fleet
+
+    add_fleet(p, _run)
 
 
 def _run(args: argparse.Namespace) -> int:

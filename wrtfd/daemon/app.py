@@ -103,6 +103,8 @@ class Daemon:
             self.foxglove = FoxgloveLive(self.config.foxglove, schemas, self.hub)
         #: The fleet publisher (``[fleet]``, issue 18): an observer of the hub with a thread of its own.
         self.fleet = pipeline.fleet
+        #: Lap records beside the recordings (``laps.jsonl``), an observer of the hub.
+        self.laps = pipeline.laps
 
     # --- snapshot for /status, /metrics, /healthz and STATUS= --------------------------------
 
@@ -302,6 +304,8 @@ class Daemon:
             tg.start_soon(self._signals)
             if self.tap is not None:
                 self.tap.start()  # before the sources: it takes their input from the first one
+            if self.laps is not None:
+                self.laps.start()
             if self.fleet is not None:  # before the recorder: it must see every file open
                 self.fleet.start()
                 tg.start_soon(self.fleet.run_status, self.snapshot)
@@ -409,6 +413,8 @@ class Daemon:
             os._exit(EXIT_FAILURE)
         else:
             log.info("stopped: every session and file finalized in %.2f s", took)
+        if self.laps is not None:  # the last lap records written and fsynced
+            await anyio.to_thread.run_sync(self.laps.close)
         if self.fleet is not None:  # the last files into the upload queue, the last events out
             await self.fleet.close(FLEET_CLOSE_S)
 

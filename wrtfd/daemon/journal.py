@@ -11,6 +11,7 @@ recording. What an operator reading ``journalctl -u wrtfd`` after a track day se
     session started in group main (requested, SIGHUP)
     source gps: silent for 10.4 s
     file rotated for group main: now writing /var/lib/wrtfd/..._forza.wrtf
+    lap 3 completed in group main: 1:28.417 (sectors 29.102, 31.870, 27.445)
     file closed for group main: /var/lib/wrtfd/..._forza.wrtf, 3678 frames, 1.2 MiB, complete
     disk low: 150 MiB free on /var/lib/wrtfd (below 200 MiB)
 
@@ -41,6 +42,7 @@ from wrtfd.recorder.observe import (
     DiskSpaceChanged,
     FileClosed,
     FileOpened,
+    LapCompleted,
     LiveFrames,
     MarkerAdded,
     ObserverHub,
@@ -49,6 +51,7 @@ from wrtfd.recorder.observe import (
     SessionStarted,
     SourceStateChanged,
 )
+from wrtfd.tracks.laps import format_lap_time
 
 __all__ = ["BURST", "CAPACITY", "Journal", "describe", "start_journal"]
 
@@ -142,6 +145,11 @@ def describe(event: RecordingEvent) -> tuple[int, str, str] | None:
             text = f"disk low: {free} (below {event.min_free_bytes // (1 << 20)} MiB)"
         else:
             text = f"disk space ok again: {free}"
+    elif isinstance(event, LapCompleted):
+        key = f"lap:{event.group}"
+        text = f"lap {event.lap} completed in group {event.group}: {format_lap_time(event.time_s)}"
+        if event.sectors_s:
+            text += f" (sectors {', '.join(format_lap_time(s) for s in event.sectors_s)})"
     elif isinstance(event, MarkerAdded):
         key = f"marker:{event.group}"
         text = f"marker in group {event.group} at tick {event.tick}" + (

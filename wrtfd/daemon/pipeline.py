@@ -95,3 +95,5 @@ class Pipeline:
     fleet: FleetLink | None = None
     #: The raw tap (``raw_tap``), an observer on ``hub``; None when no source is tapped.
     tap: RawTap | None = None
+    #: Lap records (``laps.jsonl`` beside the recordings), an observer on ``hub``.
+    laps: Any = None

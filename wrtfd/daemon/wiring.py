@@ -629,6 +629,15 @@ def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Pipel
     fleet = build_fleet(loaded, output_dir)
     if fleet is not None:
         hub.add(fleet)
+    from wrtfd.daemon.laprecords import LapBook
+    from wrtfd.fleet.config import default_rig
+
+    laps = LapBook(
+        output_dir,
+        rig=fleet.rig if fleet is not None else default_rig(),
+        fsync_interval_s=loaded.config.recorder.fsync_interval_s,
+    )
+    hub.add(laps, frames=False)
     return Pipeline(
         loaded=loaded,
         handles=handles,
@@ -638,6 +647,7 @@ def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Pipel
         hub=hub,
         fleet=fleet,
         tap=tap,
+        laps=laps,
     )
 
 

@@ -84,6 +84,8 @@ def describe_error(exc: BaseException) -> str:
 
 #: How long closing a client that failed to connect may take (nats-py can wait on a dead TLS link).
 CLOSE_TIMEOUT_S = 2.0
+#: A command given several servers: attempts per node, at first and after losing one.
+CLI_RECONNECTS = 3
 
 
 async def connect(
@@ -99,11 +101,14 @@ async def connect(
     """A connected ``nats.aio.client.Client``.
 
     ``forever``: keep trying (every ``reconnect_wait_s``) until it connects, reporting each
-    failure to ``error_cb`` (the daemon); else one attempt, a FleetError on failure (the CLI).
+    failure to ``error_cb`` (the daemon); else one attempt at each server, a FleetError on
+    failure (the CLI). Given several servers (a cluster), the CLI's connection too moves to
+    another node when its own goes away (:data:`CLI_RECONNECTS` attempts per node).
     """
     import nats.aio.client
 
     seen: list[Exception] = []
+    cluster = len(options.servers) > 1
 
     async def remember(exc: Exception) -> None:
         seen.append(exc)
@@ -114,8 +119,8 @@ async def connect(
         "connect_timeout": options.connect_timeout_s,
         "reconnect_time_wait": options.reconnect_wait_s,
         # (0 would mean "forever" to nats-py: 1 is one attempt and one retry)
-        "max_reconnect_attempts": -1 if forever else 1,
-        "allow_reconnect": forever,
+        "max_reconnect_attempts": -1 if forever else (CLI_RECONNECTS if cluster else 1),
+        "allow_reconnect": forever or cluster,
         "error_cb": error_cb or remember,
         "pending_size": pending_bytes,
     }
@@ -146,8 +151,9 @@ async def connect(
     return nc
 
 
-async def ensure_streams(js: Any) -> None:
-    """Create ``WRTFD_STATE`` and ``WRTFD_EVENTS`` where they do not exist yet."""
+async def ensure_streams(js: Any, *, replicas: int = 1) -> None:
+    """Create ``WRTFD_STATE`` and ``WRTFD_EVENTS`` where they do not exist yet (``replicas``
+    copies: the cluster's size)."""
     from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
     from nats.js.errors import NotFoundError
 
@@ -161,6 +167,7 @@ async def ensure_streams(js: Any) -> None:
             storage=StorageType.FILE,
             discard=DiscardPolicy.OLD,
             allow_direct=True,
+            num_replicas=replicas,
         ),
         StreamConfig(
             name=EVENTS_STREAM,
@@ -171,6 +178,7 @@ async def ensure_streams(js: Any) -> None:
             max_bytes=EVENTS_MAX_BYTES,
             storage=StorageType.FILE,
             discard=DiscardPolicy.OLD,
+            num_replicas=replicas,
         ),
     )
     for config in wanted:

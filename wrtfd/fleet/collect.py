@@ -339,9 +339,9 @@ class _InfoReader:
             inactive_threshold=60.0,
             mem_storage=True,
         )
-        self.psub = await self.js.pull_subscribe(
-            self.subject, durable=None, stream=self.stream, config=config
-        )
+        from wrtfd.fleet.upload import pull_consumer
+
+        self.psub = await pull_consumer(self.js, self.stream, self.subject, config)
         self.listing = int((await self.psub.consumer_info()).num_pending or 0)
         self._listed_marker = self.listing == 0
 

@@ -75,8 +75,15 @@ class FleetConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-    #: The team's NATS server(s): ``nats://pit-wall:4222`` (``tls://`` for TLS from the start).
-    url: str
+    #: The team's NATS server(s): ``nats://pit-wall:4222`` (``tls://`` for TLS from the start);
+    #: several separated by commas (a cluster). Or ``servers``, a list: give one of the two.
+    url: str | None = None
+    #: The nodes of a cluster, ``["nats://n1:4222", "nats://n2:4222", ...]``: the rig connects to
+    #: one of them and moves to another when it goes away.
+    servers: list[str] | None = None
+    #: Replicas of the streams and buckets a rig creates (the cluster's size, at most 5; 1 for one
+    #: server). Existing streams and buckets are left as they are.
+    replicas: Annotated[int, Field(ge=1, le=5)] = 1
     #: This rig's name in subjects and in the bucket (default: the host name).
     rig: Annotated[str, Field(pattern=RIG_PATTERN)] | None = None
     token: SecretStr | None = None
@@ -119,14 +126,37 @@ class FleetConfig(BaseModel):
     stop_upload_s: Annotated[float, Field(ge=0, le=300)] = FLEET_STOP_UPLOAD_S
     #: Wait between connection attempts (the first connection and after a loss).
     reconnect_wait_s: Annotated[float, Field(gt=0, le=300)] = 2.0
+    #: Send the lap records (``laps.jsonl`` beside the recordings) to a key-value bucket.
+    laps: bool = True
+    laps_bucket: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")] = "wrtfd-laps"
 
     @field_validator("url")
     @classmethod
-    def _url(cls, value: str) -> str:
-        return check_url(value)
+    def _url(cls, value: str | None) -> str | None:
+        return None if value is None else check_url(value)
+
+    @field_validator("servers")
+    @classmethod
+    def _servers(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("give at least one server")
+        return [check_url(v) for v in value]
+
+    @property
+    def server_list(self) -> tuple[str, ...]:
+        """Every server URL, from ``url`` or ``servers``."""
+        if self.servers is not None:
+            return tuple(u for v in self.servers for u in v.split(","))
+        return tuple((self.url or "").split(","))
 
     @model_validator(mode="after")
     def _credentials(self) -> FleetConfig:
+        if (self.url is None) == (self.servers is None):
+            raise ValueError(
+                'give the server(s): url = "nats://HOST:PORT" or servers = [...], one of the two'
+            )
         given = [
             name
             for name, present in (
@@ -181,6 +211,9 @@ class FleetSettings:
     upload_rate_bytes_s: int | None
     queue_dir: Path
     stop_upload_s: float = FLEET_STOP_UPLOAD_S
+    replicas: int = 1
+    laps: bool = True
+    laps_bucket: str = "wrtfd-laps"
 
 
 def tls_context(ca: Path | None, cert: Path | None, key: Path | None) -> ssl.SSLContext:
@@ -215,7 +248,7 @@ def fleet_settings(
     if creds is not None and not creds.is_file():
         raise ConfigError(f"{where}.creds: no such file: {creds}")
     tls = None
-    needs_tls = any(u.startswith("tls://") for u in cfg.url.split(","))
+    needs_tls = any(u.startswith("tls://") for u in cfg.server_list)
     if needs_tls or cfg.tls_ca is not None or cfg.tls_cert is not None:
         paths = [None if p is None else resolve(p) for p in (cfg.tls_ca, cfg.tls_cert, cfg.tls_key)]
         for name, p in zip(("tls_ca", "tls_cert", "tls_key"), paths, strict=True):
@@ -227,7 +260,7 @@ def fleet_settings(
             raise ConfigError(f"{where}.{exc}") from None
     queue_dir = output_dir / ".fleet" if cfg.queue_dir is None else output_dir / cfg.queue_dir
     connect = ConnectOptions(
-        servers=tuple(cfg.url.split(",")),
+        servers=cfg.server_list,
         token=None if cfg.token is None else cfg.token.get_secret_value(),
         user=cfg.user,
         password=None if cfg.password is None else cfg.password.get_secret_value(),
@@ -253,4 +286,7 @@ def fleet_settings(
         upload_rate_bytes_s=cfg.upload_rate_bytes_s,
         queue_dir=queue_dir,
         stop_upload_s=cfg.stop_upload_s,
+        replicas=cfg.replicas,
+        laps=cfg.laps,
+        laps_bucket=cfg.laps_bucket,
     )

@@ -55,6 +55,7 @@ from wrtfd.fleet.encoding import (
     subject_layout,
     subject_status,
 )
+from wrtfd.fleet.laps import LapForwarder
 from wrtfd.fleet.queue import UploadEntry, UploadQueue, object_name
 from wrtfd.fleet.status import status_message
 from wrtfd.fleet.upload import FileGoneError, ObjectUploader
@@ -63,6 +64,7 @@ from wrtfd.recorder.observe import (
     EVENT_KINDS,
     FileClosed,
     FileOpened,
+    LapCompleted,
     LiveFrames,
     RecordingEvent,
 )
@@ -151,6 +153,19 @@ class FleetPublisher:
         self._setup_done = False
         self._attempt: asyncio.Task[Any] | None = None
         self._logged_error: tuple[str, float] = ("", 0.0)
+        #: Lap records from ``laps.jsonl`` to the laps bucket (store and forward, wrtfd.fleet.laps).
+        self._laps = (
+            LapForwarder(
+                output_dir / "laps.jsonl",
+                settings.queue_dir / "laps.offset",
+                rig=self.rig,
+                bucket=settings.laps_bucket,
+                replicas=settings.replicas,
+            )
+            if settings.laps
+            else None
+        )
+        self._laps_wake: asyncio.Event | None = None
 
     # === the observer side (any thread; returns at once) ======================================
 
@@ -221,6 +236,8 @@ class FleetPublisher:
         now = time.monotonic()
         return {
             "url": self.settings.connect.shown,
+            # the node of the list the link is on now (a cluster: it moves when one goes away)
+            "server": _connected_url(self._nc),
             "rig": self.rig,
             "state": self.state,
             "state_for_s": round(now - self.state_since, 1),
@@ -244,6 +261,7 @@ class FleetPublisher:
             },
             "events": {"sent": self.events_sent, "dropped": self.events_dropped, "unsent": len(self._unsent)},
             "status_sent": self.status_sent,
+            "laps": None if self._laps is None else self._laps.snapshot(),
             "uploads": {
                 "enabled": self.settings.upload,
                 "bucket": self.settings.bucket,
@@ -310,6 +328,11 @@ class FleetPublisher:
         tasks = [asyncio.create_task(self._connection()), asyncio.create_task(self._pump())]
         if self.settings.upload:
             tasks.append(asyncio.create_task(self._uploads()))
+        if self._laps is not None:
+            self._laps_wake = asyncio.Event()
+            tasks.append(
+                asyncio.create_task(self._laps.run(lambda: self._js, lambda: self._online, self._laps_wake))
+            )
         try:
             await self._stop.wait()
             await self._finish()
@@ -330,6 +353,9 @@ class FleetPublisher:
         await self._drain()
         await self._last_uploads()
         await self._drain()
+        if self._laps is not None and self._online:  # the last laps (the rest: at the next start)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._laps.forward(self._js), CLOSE_FLUSH_S)
         if self._prev_status is not None:
             doc = dict(self._prev_status)
             doc["state"] = "stopped"
@@ -399,7 +425,7 @@ class FleetPublisher:
         """The streams and the bucket (created where missing); retried until it works."""
         self._setup_done = False
         try:
-            await ensure_streams(self._js)
+            await ensure_streams(self._js, replicas=self.settings.replicas)
             if self.settings.upload:
                 self._uploader = ObjectUploader(
                     self._js,
@@ -408,6 +434,7 @@ class FleetPublisher:
                     rate_bytes_s=self.settings.upload_rate_bytes_s,
                     verify=self.settings.verify,
                     new_nuid=self._new_nuid,
+                    replicas=self.settings.replicas,
                 )
                 await self._uploader.ensure_bucket()
             self._setup_done = True
@@ -520,6 +547,8 @@ class FleetPublisher:
                 )
 
     async def _on_event(self, item: RecordingEvent) -> None:
+        if isinstance(item, LapCompleted) and self._laps_wake is not None:
+            self._laps_wake.set()  # its record is (about to be) in laps.jsonl
         if isinstance(item, FileOpened):
             self._open_files.add(item.path)
         elif isinstance(item, FileClosed):
@@ -879,6 +908,13 @@ def _recording_state(path: Path) -> tuple[int, bool]:
             return sum(s.frame_count for s in r.sessions), bool(r.complete)
     except (OSError, WrtfdError):
         return -1, False
+
+
+def _connected_url(nc: Any) -> str | None:
+    url = getattr(nc, "connected_url", None) if nc is not None and nc.is_connected else None
+    if url is None:
+        return None
+    return f"{url.scheme}://{url.hostname}:{url.port}"
 
 
 def _size_of(path: str) -> int:

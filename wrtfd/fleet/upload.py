@@ -53,6 +53,7 @@ __all__ = [
     "chunk_subject",
     "digest_text",
     "meta_subject",
+    "pull_consumer",
     "read_chunks",
     "stream_name",
 ]
@@ -152,8 +153,10 @@ class ObjectUploader:
         verify: str = "content",
         new_nuid: Callable[[], str],
         timeout_s: float = 10.0,
+        replicas: int = 1,
     ) -> None:
         self.js = js
+        self.replicas = replicas
         self.bucket = bucket
         self.stream = stream_name(bucket)
         self.chunk_bytes = chunk_bytes
@@ -166,14 +169,17 @@ class ObjectUploader:
         self._next_send = 0.0
 
     async def ensure_bucket(self) -> None:
-        """Bind to the bucket, creating it (file storage, no limits) if the server has none."""
+        """Bind to the bucket, creating it (file storage, no limits, ``replicas`` copies) if the
+        server has none."""
         from nats.js.api import ObjectStoreConfig, StorageType
         from nats.js.errors import BucketNotFoundError
 
         try:
             self._store = await self.js.object_store(self.bucket)
         except BucketNotFoundError:
-            config = ObjectStoreConfig(description="wrtfd recordings", storage=StorageType.FILE)
+            config = ObjectStoreConfig(
+                description="wrtfd recordings", storage=StorageType.FILE, replicas=self.replicas
+            )
             self._store = await self.js.create_object_store(self.bucket, config=config)
 
     async def _object_info(self, name: str) -> Any:
@@ -437,7 +443,7 @@ async def read_chunks(
         inactive_threshold=30.0,
         mem_storage=True,
     )
-    psub = await js.pull_subscribe(subject, durable=None, stream=stream, config=config)
+    psub = await pull_consumer(js, stream, subject, config)
     try:
         got = 0
         while got < n_chunks:
@@ -453,6 +459,31 @@ async def read_chunks(
         # at once, not after inactive_threshold: idle consumers slow every later publish
         with contextlib.suppress(Exception):
             await js.delete_consumer(stream, psub._consumer)
+
+
+#: Creating a short-lived consumer: each attempt may take this long, and this many are made.
+CONSUMER_CREATE_S = 3.0
+CONSUMER_ATTEMPTS = 8
+
+
+async def pull_consumer(js: Any, stream: str, subject: str, config: Any) -> Any:
+    """An ephemeral pull consumer on ``subject`` of ``stream``, created again after a timeout.
+
+    In a cluster that has just lost a node, a new consumer can be placed on the lost node for a
+    while (seconds: until the others mark it offline) and its creation is never answered; the
+    next attempt usually lands on a live one (measured on nats-server 2.9 with three nodes)."""
+    config.filter_subject = subject
+    last: Exception | None = None
+    for _ in range(CONSUMER_ATTEMPTS):
+        config.name = js._nc._nuid.next().decode()
+        try:
+            await js._jsm.add_consumer(stream, config=config, timeout=CONSUMER_CREATE_S)
+        except TimeoutError as exc:  # nats-py's timeout error is a TimeoutError too
+            last = exc
+            continue
+        return await js.pull_subscribe_bind(stream=stream, name=config.name)
+    assert last is not None
+    raise last
 
 
 def _with(entry: UploadEntry, **changes: Any) -> UploadEntry:

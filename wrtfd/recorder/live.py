@@ -165,6 +165,7 @@ class LiveRecorder:
         self.hub = hub
         self.group = group
         if hub is not None:
+            self.recorder.collect_laps = True  # LapCompleted for the observers (lap records)
             self.recorder.sink.on_event = hub.publish
             self.recorder.sink.group = group
             if trigger is not None:
@@ -174,6 +175,7 @@ class LiveRecorder:
                 self.recorder.on_frames = self._publish_frames
         # The session being published to the hub: tick-0 wall time, frames, first/last tick.
         self._pub_start_us = 0
+        self._pub_header: Mapping[str, Any] = {}
         self._pub_open = False
         self._pub_frames = 0
         self._pub_first: int | None = None
@@ -320,6 +322,8 @@ class LiveRecorder:
     def _queue(self, ops: list[Op]) -> None:
         if self.hub is not None and ops:
             self._publish(self.hub, ops)
+        if self.hub is not None and self.recorder.laps_waiting:
+            self._publish_laps(self.hub)
         for op in ops:
             if isinstance(op, FramesOp):
                 n = len(op.frames)
@@ -365,6 +369,7 @@ class LiveRecorder:
                     hub.publish(MarkerAdded(self.group, m.tick, m.wall_us, m.note))
             elif isinstance(op, BeginOp):
                 self._pub_start_us = op.start_us
+                self._pub_header = op.header
                 self._pub_open = True
                 self._pub_frames, self._pub_first, self._pub_last = 0, None, None
                 reason = str(op.header.get("start_reason", "first"))
@@ -393,6 +398,45 @@ class LiveRecorder:
                         best_s,
                     )
                 )
+
+    def _publish_laps(self, hub: ObserverHub) -> None:
+        """The laps just completed, as ``LapCompleted`` (lap records, docs/lap-records.md)."""
+        from wrtfd.recorder.observe import LapCompleted
+
+        rate = self.policy.rate_hz
+        start_us = self._pub_start_us
+        header, meta = self._pub_header, self.recorder.sink.metadata
+        for lap, plugin in self.recorder.take_laps():
+            # the track the lap was timed on (the plug-in's track or circuit, the files' Track)
+            # before the game's own name for it
+            timed_on = getattr(getattr(plugin, "track", None), "name", None) or getattr(
+                getattr(plugin, "circuit", None), "name", None
+            )
+            known = {
+                "track": timed_on or meta.get("Track") or header.get("track"),
+                "car": header.get("car") or meta.get("Car"),
+                "session_type": header.get("session_type"),
+                "driver": meta.get("Driver"),
+            }
+            info = tuple(sorted((k, str(v)) for k, v in known.items() if isinstance(v, str) and v))
+            start_s, end_s = float(lap.start_s), float(lap.end_s)
+            hub.publish(
+                LapCompleted(
+                    group=self.group,
+                    lap=int(lap.number),
+                    time_s=end_s - start_s,
+                    sectors_s=tuple(float(x) for x in lap.sector_times_s),
+                    start_s=start_s,
+                    end_s=end_s,
+                    # the frames at or after the crossing that began it, before the one ending it
+                    first_tick=math.ceil(start_s * rate - 1e-6),
+                    last_tick=math.ceil(end_s * rate - 1e-6) - 1,
+                    session_start_us=start_us,
+                    wall_us=start_us + round(end_s * 1e6),
+                    valid=getattr(lap, "valid", None),
+                    info=info,
+                )
+            )
 
     def _finish_engine(self, reason: str) -> None:
         if self._engine_done:

@@ -27,6 +27,7 @@ __all__ = [
     "DiskSpaceChanged",
     "FileClosed",
     "FileOpened",
+    "LapCompleted",
     "LiveFrames",
     "MarkerAdded",
     "Observer",
@@ -125,6 +126,30 @@ class LiveFrames:
     times_us: np.ndarray = field(repr=False)
 
 
+@dataclass(frozen=True, slots=True)
+class LapCompleted:
+    """A lap a lap-channel plug-in (game positions, GNSS) just timed, in session terms.
+
+    ``start_s``/``end_s`` are the interpolated line crossings in session seconds (tick / rate);
+    ``first_tick``/``last_tick`` the first and last frame of the lap. ``valid`` is None when the
+    source does not say. ``info`` holds what the session and the files know: ``track``,
+    ``car``, ``session_type``, ``driver`` (only those known)."""
+
+    group: str
+    lap: int
+    time_s: float
+    sectors_s: tuple[float, ...]
+    start_s: float
+    end_s: float
+    first_tick: int
+    last_tick: int
+    #: Wall time of the session's tick 0 (identifies the session in its file).
+    session_start_us: int
+    wall_us: int
+    valid: bool | None = None
+    info: tuple[tuple[str, str], ...] = ()
+
+
 RecordingEvent = (
     FileOpened
     | FileClosed
@@ -133,6 +158,7 @@ RecordingEvent = (
     | MarkerAdded
     | SourceStateChanged
     | DiskSpaceChanged
+    | LapCompleted
 )
 
 #: The name each event goes by outside the process (the pit-wall page's ``kind``, the fleet's
@@ -145,6 +171,7 @@ EVENT_KINDS: dict[type, str] = {
     MarkerAdded: "marker",
     SourceStateChanged: "source",
     DiskSpaceChanged: "disk",
+    LapCompleted: "lap_completed",
 }
 
 

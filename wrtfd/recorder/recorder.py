@@ -249,6 +249,11 @@ class Recorder:
                 summaries=self._summaries,
             )
         )
+        #: Keep the laps the plug-ins complete for :meth:`take_laps` (the live recorder with
+        #: observers: lap records); off, nothing is kept (replay, import).
+        self.collect_laps = False
+        self._new_laps: list[Any] = []
+        self._laps_seen: list[int] = [0] * len(self.derived)
         #: Told of every frame block before the gate (live views); ``(frames, session tick-0 us)``.
         self.on_frames: Callable[[np.ndarray, int], None] | None = None
         self._live_start_us = 0
@@ -356,6 +361,8 @@ class Recorder:
                 frames = ev.frames
                 if self.derived:
                     self._derive(frames)
+                    if self.collect_laps:
+                        self._look_for_laps()
                 marks = self.markers.stamp(frames)
                 self.frames_out += len(frames)
                 self.dropped_ticks += ev.dropped_ticks
@@ -374,6 +381,7 @@ class Recorder:
                 self.sessions_started += 1
                 self.markers.reset()
                 self._session_start_ns = ev.start_ns
+                self._laps_seen = [0] * len(self.derived)
                 for d in self.derived:
                     try:
                         d.start_session()
@@ -435,6 +443,25 @@ class Recorder:
                     d.compute(row, t)
                 except Exception:  # a plug-in's bug must not stop the recording
                     self.derived_errors += 1
+
+    def _look_for_laps(self) -> None:
+        """New entries in a plug-in's ``laps`` (LapChannels, the GNSS lap channels): one look
+        per frame block, not per frame."""
+        for i, d in enumerate(self.derived):
+            laps = getattr(d, "laps", None)
+            if not isinstance(laps, list) or len(laps) <= self._laps_seen[i]:
+                continue
+            self._new_laps.extend((lap, d) for lap in laps[self._laps_seen[i] :])
+            self._laps_seen[i] = len(laps)
+
+    @property
+    def laps_waiting(self) -> bool:
+        return bool(self._new_laps)
+
+    def take_laps(self) -> list[tuple[Any, Any]]:
+        """The laps completed since the last call, oldest first: ``(Lap, the plug-in)``."""
+        out, self._new_laps = self._new_laps, []
+        return out
 
     # -- sink (I/O: the writer thread live, inline in replay) --------------------------------------
 

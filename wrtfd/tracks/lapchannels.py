@@ -41,7 +41,7 @@ from wrtfd.errors import ConfigError
 from wrtfd.protocols import PositionFields, all_protocols
 from wrtfd.tracks.delta import PredictiveDelta, Reference
 from wrtfd.tracks.geometry import LanePath, SectorMap
-from wrtfd.tracks.laps import LapDetector, LapState, timing_sectors
+from wrtfd.tracks.laps import Lap, LapDetector, LapState, timing_sectors
 from wrtfd.tracks.model import Track
 
 __all__ = ["POSITION_FIELDS", "LapChannels", "PositionFields", "lap_channels_for"]
@@ -187,6 +187,11 @@ class LapChannels:
             d.predicted_s,
             d.last_delta_s,
         )
+
+    @property
+    def laps(self) -> list[Lap]:
+        """The laps completed in this session so far, in order (lap records read the new ones)."""
+        return self.detector.laps
 
     def live(self) -> dict[str, Any]:
         """The last and the best completed lap with sector times (for the live page)."""

@@ -19,6 +19,7 @@ from wrtfd.recorder.observe import (
     DiskSpaceChanged,
     FileClosed,
     FileOpened,
+    LapCompleted,
     LiveFrames,
     MarkerAdded,
     RecordingEvent,
@@ -156,6 +157,9 @@ def test_every_recording_event_has_a_name_and_a_sentence_for_the_page() -> None:
         MarkerAdded: MarkerAdded("main", 3, 1, ""),
         SourceStateChanged: SourceStateChanged("gps", "silent", 1, 10.4),
         DiskSpaceChanged: DiskSpaceChanged("/r", True, 150 << 20, 200 << 20, 1),
+        LapCompleted: LapCompleted(
+            "main", 3, 88.4171, (29.1, 31.87, 27.4471), 10.0, 98.4171, 600, 5904, 1, 2
+        ),
     }
     assert set(samples) == set(typing.get_args(RecordingEvent))  # a new event kind needs a row here
     view = LiveView()
@@ -165,6 +169,8 @@ def test_every_recording_event_has_a_name_and_a_sentence_for_the_page() -> None:
     assert [d["kind"] for d in docs] == [EVENT_KINDS[t] for t in samples]
     assert docs[5]["text"] == "source gps: silent for 10.4 s" and docs[5]["warning"] is True
     assert docs[6]["text"] == "disk low: 150 MiB free on /r (below 200 MiB)"
+    assert docs[7]["text"] == "lap 3 completed in group main: 1:28.417 (sectors 29.100, 31.870, 27.447)"
+    assert (docs[7]["lap"], docs[7]["time_s"], docs[7]["warning"]) == (3, 88.417, False)
     assert all(d["text"] for d in docs)
 
 

@@ -30,6 +30,7 @@ from wrtfd.recorder.observe import (
     DiskSpaceChanged,
     FileClosed,
     FileOpened,
+    LapCompleted,
     LiveFrames,
     MarkerAdded,
     RecordingEvent,
@@ -199,6 +200,7 @@ _PAGE_FIELDS: dict[type, tuple[str, ...]] = {
     FileClosed: ("group", "path", "frames", "complete"),
     SourceStateChanged: ("source", "state", "wall_us", "silent_s"),
     DiskSpaceChanged: ("path", "low", "free_bytes", "wall_us"),
+    LapCompleted: ("group", "lap", "time_s", "wall_us"),
 }
 
 
@@ -209,6 +211,8 @@ def _event_dict(ev: RecordingEvent) -> dict[str, Any]:
     doc.update((name, getattr(ev, name)) for name in _PAGE_FIELDS.get(type(ev), ()))
     if isinstance(ev, SessionEnded):
         doc["duration_s"] = round(ev.duration_s, 3)
+    if isinstance(ev, LapCompleted):
+        doc["time_s"] = round(ev.time_s, 3)
     said = describe(ev)
     if said is not None:
         level, doc["text"], _ = said
