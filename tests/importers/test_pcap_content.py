@@ -107,8 +107,9 @@ def pc2_telemetry(capture: bytes) -> list[tuple[float, int]]:
 
 
 def test_real_project_cars_2_capture_imports_by_content(shared_data: Path, tmp_path: Path) -> None:
-    """The real PC2 capture (sent to port 10666, not 5606) imports without ``--protocol``, and
-    every recorded (speed, rpm) is a telemetry packet's, in the capture's order."""
+    """The real PC2 capture (sent to port 10666, not 5606) imports without ``--protocol``, with
+    its track (the race-definition packet's; ../shared/data/README.md names it) in the file's
+    name and metadata, and every recorded (speed, rpm) is a telemetry packet's, in order."""
     raw = gzip.decompress((shared_data / PC2_CAPTURE).read_bytes())
     cap = tmp_path / "pc2.pcap"
     cap.write_bytes(raw)
@@ -118,6 +119,9 @@ def test_real_project_cars_2_capture_imports_by_content(shared_data: Path, tmp_p
     report = import_capture(cap, out)
     assert "port 10666: recognised as pcars2 by its content" in report.notes
     (file,) = out.glob("*.wrtf")
+    assert file.name.endswith("_pcars2_Nurburgring-GP.wrtf")
+    with Reader(file) as r:
+        assert r.metadata["Track"] == "Nurburgring GP"
     frames = all_frames(file)["pcars2"]
     pairs = [
         (float(s), int(r)) for s, r in zip(frames["speed"], frames["rpm"], strict=True) if not math.isnan(s)
