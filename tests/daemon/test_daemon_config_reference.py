@@ -52,7 +52,7 @@ def _config(tmp_path: Path, extra: str) -> Path:
 
 
 def test_reference_needs_a_track() -> None:
-    with pytest.raises(ConfigError, match=r"sources\[0\]: reference is set but `track`"):
+    with pytest.raises(ConfigError, match=r"sources\[0\]: reference is set but neither `track` nor `circuit`"):
         parse_config({"sources": [{"kind": "udp", "protocol": "forza", "reference": "a.wrtf"}]}, "t.toml")
 
 
