@@ -452,6 +452,12 @@ class GnssLapChannels:
         """The circuit for the file's metadata (empty until one is known)."""
         return circuit_metadata(self.circuit) if self.circuit is not None else {}
 
+    @property
+    def awaits_metadata(self) -> bool:
+        """Whether a new session's header (and so its file) should wait for the circuit: picking
+        one by position, none picked yet (the recorder waits at most ``info_wait_s``)."""
+        return self.circuit is None and bool(self.candidates)
+
     def start_session(self) -> None:
         if self.timer is not None:
             self.timer.reset()
