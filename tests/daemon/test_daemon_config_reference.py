@@ -52,7 +52,9 @@ def _config(tmp_path: Path, extra: str) -> Path:
 
 
 def test_reference_needs_a_track() -> None:
-    with pytest.raises(ConfigError, match=r"sources\[0\]: reference is set but neither `track` nor `circuit`"):
+    with pytest.raises(
+        ConfigError, match=r"sources\[0\]: reference is set but neither `track` nor `circuit`"
+    ):
         parse_config({"sources": [{"kind": "udp", "protocol": "forza", "reference": "a.wrtf"}]}, "t.toml")
 
 

@@ -141,8 +141,8 @@ def test_a_whole_track_day_headless(tmp_path: Path, browser: Any) -> None:  # no
         shown = _page(
             browser,
             url,
-            f"(document.querySelector('CARD .laprow.best .v')?.textContent || '').includes('(lap ')"
-            f" && document.querySelectorAll('CARD .laprow').length === 4",
+            "(document.querySelector('CARD .laprow.best .v')?.textContent || '').includes('(lap ')"
+            " && document.querySelectorAll('CARD .laprow').length === 4",
         )
         d.signal(signal.SIGTERM)
         assert d.wait_exit() == 0, d.stderr

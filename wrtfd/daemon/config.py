@@ -221,7 +221,11 @@ class _SourceBase(_Model):
             }
             for key, present in given.items():
                 if present:
-                    but = "`track` (the track file) is not" if key != "reference" else "neither `track` nor `circuit` is"
+                    but = (
+                        "neither `track` nor `circuit` is"
+                        if key == "reference"
+                        else "`track` (the track file) is not"
+                    )
                     raise ValueError(f"{key} is set but {but}")
         elif self.track_position is not None and self.track_position[0] == self.track_position[1]:
             raise ValueError("track_position: x and z must be two different channels")
