@@ -224,3 +224,96 @@ def test_a_whole_track_day_headless(tmp_path: Path, browser: Any) -> None:  # no
     assert {"h_acc_m", "vel_n_mps", "vel_e_mps"} <= set(columns) and "lap_time" not in columns
     rows = [ln for ln in sections["data"].splitlines() if ln.strip()]
     assert len(rows) > LAPS * 40 * 25 and all(len(r.split()) == len(columns) for r in rows[:100])
+
+
+@pytest.mark.allow_leaks  # Playwright's executor thread lives with the module's browser fixture
+def test_the_pages_start_finish_button_lays_a_line(tmp_path: Path, browser: Any) -> None:  # noqa: F811
+    """No circuit near (the one given is 10 km away): the page's SET START/FINISH button, pressed
+    while the car drives, lays a line where the car is; the journal and the page say so, and the
+    next lap is timed against it."""
+    (tmp_path / "far.json").write_text(
+        json.dumps(
+            {
+                "format": "wrtfd-circuit",
+                "name": "Faraway",
+                "start_finish": {"a": [45.0, 2.6], "b": [45.0002, 2.6]},
+            }
+        )
+    )
+    link = tmp_path / "gnss"
+    sim = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "wrtfd", "simulate", "--protocol", "ubx", "--pty", "--track", str(ROAD)),
+            *("--link", str(link), "--laps", "3", "--seed", "2", "--speed-scale", "6", "--wait", "60"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    status_port = free_port()
+    config = (
+        f'[[sources]]\nkind = "serial"\nname = "gps"\nprotocol = "ubx"\ndevice = "{link}"\n'
+        'baudrate = 9600\ncircuit = "far.json"\n[sources.ubx]\nrate_hz = 10\nbaud = 115200\n'
+        f'[recorder]\noutput_dir = "{tmp_path / "rec"}"\nrate_hz = 20\nclock = "source"\n'
+        f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
+    )
+    d = Daemon(tmp_path, config, status_port=status_port)
+    context = browser.new_context(viewport=PHONE, bypass_csp=True)
+    try:
+        assert sim.stdout is not None
+        assert sim.stdout.readline().strip().startswith("/dev/")
+        wait_for(link.exists, "the simulator's pty link")
+        d.start()
+        d.wait_ready()
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{status_port}/")
+        card = '[data-group="main"]'
+        page.wait_for_function(
+            f"document.querySelector('{card} .laprow.circuit .v')?.textContent === 'Faraway'"
+            f" && !document.querySelector('{card} .sfbtn').disabled",
+            timeout=60_000,
+        )
+        # the car moving (a line needs a heading): its lap distance grows
+        wait_for(
+            lambda: (
+                d.status()["recorder"]["laps_live"]["laps"].get("circuit") == "Faraway"
+                and any("found at" in ln for ln in d.lines)
+                and (d.status()["sources"]["gps"]["rate_hz"] or 0) > 5
+            ),
+            "the receiver set up",
+        )
+        # pressed maybe before the car sets off: the line waits for a fix that tells the heading
+        page.click(f"{card} .sfbtn")
+        laid = wait_for(
+            lambda: next((ln for ln in d.lines if "laid across the car's heading by a mark" in ln), None),
+            "the line laid",
+        )
+        assert re.search(r"source gps: circuit start/finish marked at 44\.\d{5}, 2\.\d{5} laid across", laid)
+        page.wait_for_function(
+            f"(document.querySelector('{card} .laprow.circuit .v')?.textContent || '')"
+            ".startsWith('start/finish marked at 44.')",
+            timeout=30_000,
+        )
+        assert page.locator("#markmsg").inner_text() == "start/finish line asked of gps"
+        wait_for(
+            lambda: d.status()["recorder"]["derived"]["laps"]["lap_count"] >= 1,
+            "a lap timed against the laid line",
+            timeout_s=120.0,
+        )
+        d.signal(signal.SIGTERM)
+        assert d.wait_exit() == 0, d.stderr
+    finally:
+        context.close()
+        d.stop()
+        if sim.poll() is None:
+            sim.send_signal(signal.SIGTERM)
+        sim.wait(timeout=20)
+    # the file was open before the line was laid: its metadata keeps the configured circuit (the
+    # laid line reaches files opened later); the press is a marker in it
+    (recording,) = recordings(tmp_path / "rec")
+    with Reader(recording) as r:
+        assert r.metadata["Circuit"] == "Faraway"
+    done = run_cli("laps", str(recording), "--json")
+    assert done.returncode == 0, done.stderr
+    (session,) = json.loads(done.stdout)["sessions"]
+    assert [m["note"] for m in session["markers"]] == ["start/finish"]
