@@ -238,6 +238,9 @@ class Recorder:
         self._held_start_ns = 0
         self._held_reason = ""
         self._held_info: Mapping[str, Mapping[str, str]] = {}
+        #: The held session waits for a plug-in's file metadata; the tick it came at.
+        self._held_meta = False
+        self._meta_tick: int | None = None
         #: ``record = "triggered"``: the gate between these operations and the sink.
         self.gate = (
             None
@@ -380,7 +383,9 @@ class Recorder:
                     except Exception:  # a plug-in's bug must not stop the recording
                         self.derived_errors += 1
                 self._live_start_us = self.wall_us(ev.start_ns)
-                if self._info_wait_ticks > 0 and (self._info_missing(ev.info) or self._metadata_awaited()):
+                self._held_meta = self._info_wait_ticks > 0 and self._metadata_awaited()
+                self._meta_tick = None
+                if self._info_wait_ticks > 0 and (self._info_missing(ev.info) or self._held_meta):
                     self._held = []
                     self._held_start_us, self._held_reason = self._live_start_us, ev.reason
                     self._held_start_ns, self._held_info = ev.start_ns, ev.info
@@ -401,14 +406,18 @@ class Recorder:
     def _waiting(self) -> bool:
         """Whether the held session still waits: for a source's session info, or for a plug-in's
         file metadata (a GNSS lap plug-in's circuit, picked at the first fix)."""
-        return self._info_arrival() == "missing" or self._metadata_awaited()
+        return self._info_arrival() == "missing" or (self._held_meta and self._meta_tick is None)
 
     def _metadata_awaited(self) -> bool:
         return any(getattr(d, "awaits_metadata", False) for d in self.derived)
 
     def _learnt_metadata(self) -> dict[str, str] | None:
         """What plug-ins learnt for the file metadata while recording (``file_metadata()``),
-        except what ``recorder.metadata`` sets."""
+        except what ``recorder.metadata`` sets. For a session that waited for it: only when it
+        came within the wait, by the tick it came at (as for session info, the same input gives
+        the same file however the frames are batched)."""
+        if self._held_meta and (self._meta_tick is None or self._meta_tick >= self._info_wait_ticks):
+            return None
         out: dict[str, str] = {}
         for d in self.derived:
             learnt = getattr(d, "file_metadata", None)
@@ -452,6 +461,8 @@ class Recorder:
     def _derive(self, frames: np.ndarray) -> None:
         ticks = frames["tick"]
         rate = float(self._rate)
+        # a held session waiting for a plug-in's metadata: note the tick it came at
+        watch = self._held is not None and self._held_meta and self._meta_tick is None
         for i in range(len(frames)):
             row = frames[i]
             t = float(ticks[i]) / rate
@@ -460,6 +471,9 @@ class Recorder:
                     d.compute(row, t)
                 except Exception:  # a plug-in's bug must not stop the recording
                     self.derived_errors += 1
+            if watch and not self._metadata_awaited():
+                self._meta_tick = int(ticks[i])
+                watch = False
 
     # -- sink (I/O: the writer thread live, inline in replay) --------------------------------------
 
