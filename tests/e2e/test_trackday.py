@@ -36,11 +36,12 @@ pytestmark = pytest.mark.slow
 
 ROAD = Path(__file__).resolve().parents[2] / "config" / "tracks" / "road.trk"
 LAPS = 5
-#: The simulated car's laps from 25 Hz fixes with 1 m of white noise (one value per epoch): the
-#: issue asks for 5 ms; the timer's filter reaches 1-11 ms on laps 2-5 and 22 ms on lap 1 (its
-#: start 3 s after the car set off) in this run. The bound below is what it holds, not the goal.
-LAP_TOLERANCE_S = 0.030
-SECTOR_TOLERANCE_S = 0.030
+#: The simulated car's laps from 25 Hz fixes with 1 m of white noise (one value per epoch; the
+#: noise drawn depends on when the daemon enables NAV-PVT, so it differs run to run). The issue
+#: asks for 5 ms: runs of this test gave 0.0-4.6 ms (sectors up to 6.4 ms), but the same pipeline
+#: offline over 8 seeds reaches 11 ms (sectors 16 ms). The bounds are what holds, not the goal.
+LAP_TOLERANCE_S = 0.012
+SECTOR_TOLERANCE_S = 0.020
 
 
 def _fmt_lap(s: float) -> str:

@@ -50,6 +50,7 @@ from wrtfd.tracks.geodesy import LocalPlane
 from wrtfd.tracks.laps import Lap, LapState
 
 __all__ = [
+    "DOPPLER_VELOCITY_NOISE_MPS",
     "NO_FIX",
     "GnssFields",
     "GnssLapChannels",
@@ -301,6 +302,11 @@ def timer_for(
     return GnssLapTimer(start, sectors, **options), plane
 
 
+#: The timer's velocity noise when the frame has the receiver's velocity components (u-blox
+#: NAV-PVT ``vel_n_mps``/``vel_e_mps``, its Doppler solution, good to about 0.1 m/s: its sAcc)
+#: rather than NMEA's speed and course, which receivers smooth (the timer's default, 0.5 m/s).
+DOPPLER_VELOCITY_NOISE_MPS = 0.1
+
 #: ``gps_fix_mode`` value of "no fix" (nmea and ubx definitions).
 NO_FIX = 1
 
@@ -398,7 +404,10 @@ class GnssLapChannels:
         """Time laps against ``circuit`` from now on (the laps so far are kept; the delta's
         session reference is not: it was driven to another line)."""
         self.circuit = circuit
-        self.timer, self.plane = timer_for(circuit, **self.options)
+        options = dict(self.options)
+        if self.fields.vel_n is not None and self.fields.vel_e is not None:
+            options.setdefault("velocity_noise_mps", DOPPLER_VELOCITY_NOISE_MPS)
+        self.timer, self.plane = timer_for(circuit, **options)
         self.delta.reset()
 
     def _pick(self, time_s: float, lat: float, lon: float) -> bool:
@@ -529,6 +538,8 @@ class GnssLapChannels:
         if not self._resolved:  # the optional fields this frame has (the wiring has checked lat/lon)
             self.fields = self.fields.present(src.dtype.names or ())
             self._resolved = True
+            if self.circuit is not None and self.timer is not None and not self.timer.laps:
+                self.use(self.circuit)  # the filter's velocity noise follows the fields found
         f = self.fields
         fix_t = float(src[f.time_us]) / 1e6 if f.time_us is not None else None
         ve, vn = self._velocity(src)
