@@ -84,6 +84,18 @@ def test_the_picked_circuit_is_in_the_file(tmp_path: Path, batch_frames: int) ->
     lon_w, lat = (float(v) for v in start.split()[1:3])
     assert lat / 60 == pytest.approx(hillside.start.middle[0], abs=1e-8)
     assert -lon_w / 60 == pytest.approx(hillside.start.middle[1], abs=1e-8)
+    # the second point stands behind, where the car comes from: it drives east over the line
+    # (the simulated car's own velocity there), so the point is 5 m west
+    track = load_track(ROAD)
+    plane = track_plane(track.extensions)
+    assert plane is not None
+    drive = Drive(LanePath(track), plane, laps=1)
+    ve, vn = drive.at(drive.laps[0].start_s)[4:6]
+    assert ve > 20.0 and abs(vn) < 0.5
+    behind_lon_w, behind_lat = (float(v) for v in start.split()[3:5])
+    assert behind_lat / 60 == pytest.approx(hillside.start.middle[0], abs=1e-6)
+    metres_east = (-behind_lon_w / 60 - hillside.start.middle[1]) * 111_320 * 0.7077  # cos 44.9
+    assert metres_east == pytest.approx(-5.0, abs=0.05)
 
 
 def test_without_the_wait_the_file_opens_before_the_pick(tmp_path: Path) -> None:
