@@ -52,7 +52,9 @@ def _config(tmp_path: Path, extra: str) -> Path:
 
 
 def test_reference_needs_a_track() -> None:
-    with pytest.raises(ConfigError, match=r"sources\[0\]: reference is set but `track`"):
+    with pytest.raises(
+        ConfigError, match=r"sources\[0\]: reference is set but neither `track` nor `circuit`"
+    ):
         parse_config({"sources": [{"kind": "udp", "protocol": "forza", "reference": "a.wrtf"}]}, "t.toml")
 
 
@@ -108,3 +110,66 @@ def test_config_check_and_show_name_the_reference(
     shown = tomllib.loads(capsys.readouterr().out)
     assert shown["sources"][0]["reference"] == f"{tmp_path / 'refs' / 'best.wrtf'}:3"
     assert parse_config(shown, "shown.toml").sources[0].reference == f"{tmp_path / 'refs' / 'best.wrtf'}:3"
+
+
+def _gnss_recording(out: Path) -> tuple[Path, list]:
+    """Two laps of road.trk as a u-blox receiver saw them (10 Hz NAV-PVT through the real
+    decoder), recorded with the GNSS lap plug-in timing against Hillside."""
+    from wrtfd.decoders.base import Sample
+    from wrtfd.decoders.ubx import UbxDecoder, ubx_definition
+    from wrtfd.recorder import RecorderPolicy, SourceSpec
+    from wrtfd.recorder.recorder import replay
+    from wrtfd.simulate.gnss import Drive, GnssErrors, epochs, nav_pvt_frame
+    from wrtfd.tracks.circuit import circuit_from_track
+    from wrtfd.tracks.geodesy import track_plane
+    from wrtfd.tracks.gnsslaps import GnssLapChannels
+
+    track = load_track(ROAD)
+    path = LanePath(track)
+    plane = track_plane(track.extensions)
+    assert plane is not None
+    drive = Drive(path, plane, laps=2, sectors_m=timing_sectors(track, path))
+    decoder = UbxDecoder()
+    samples = []
+    for i, fix in enumerate(epochs(drive, GnssErrors(seed=2, tau_s=0.1), rate_hz=10, utc_start_ns=1 << 60)):
+        decoded = decoder.decode(nav_pvt_frame(fix))
+        assert decoded is not None
+        samples.append(Sample.from_decoded("gps", 1_000_000_000 + i * 100_000_000, decoded))
+    plug = GnssLapChannels(circuit_from_track(track), source="gps")
+    (file,) = replay(
+        samples,
+        [SourceSpec("gps", ubx_definition())],
+        RecorderPolicy(output_dir=out, rate_hz=20),
+        start_timestamp_us=1_780_000_000_000_000,
+        derived=[plug],
+    )
+    return file, plug.laps
+
+
+ROAD = REPO / "config" / "tracks" / "road.trk"
+
+
+def test_reference_lap_of_a_gnss_recording_with_a_circuit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``reference`` beside ``circuit`` (GNSS laps): the recorded GNSS lap becomes the delta's
+    reference, its length where the recorded samples place the line."""
+    file, laps = _gnss_recording(tmp_path / "ref")
+    assert [lap.number for lap in laps] == [1, 2]
+    config = tmp_path / "gnss.toml"
+    config.write_text(
+        '[[sources]]\nkind = "serial"\nname = "gps"\nprotocol = "ubx"\ndevice = "/dev/ttyACM0"\n'
+        f'circuit = "{ROAD}"\nreference = "{file}:2"\n[recorder]\noutput_dir = "{tmp_path / "rec"}"\n'
+    )
+    daemon = prepare(load_config(config), env={})
+    (plugin,) = daemon.recorder.groups["main"].recorder.derived
+    ref = plugin.delta.reference
+    assert ref is not None and ref.number == 2 and ref.origin.endswith("lap 2")
+    assert ref.lap_time_s == pytest.approx(laps[1].time_s, abs=1e-3)
+    assert ref.length_m == pytest.approx(LanePath(load_track(ROAD)).length_m, rel=0.01)
+    assert plugin.live()["reference"]["number"] == 2
+    assert main(["config", "check", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(
+        r"GNSS lap channels from gps on 'Hillside road course', delta to \S+ session 0 lap 2", out
+    ), out

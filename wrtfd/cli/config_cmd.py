@@ -63,6 +63,11 @@ def _check(args: argparse.Namespace) -> int:
             if b.gnss_laps.circuit
             else f"the nearest of {len(b.gnss_laps.candidates)} circuits"
         )
+        + (
+            f", delta to {b.gnss_laps.delta.fixed.origin} ({b.gnss_laps.delta.fixed.lap_time_s:.3f} s)"
+            if b.gnss_laps.delta.fixed is not None
+            else ""
+        )
         for b in built
         if b.gnss_laps is not None
     )

@@ -176,8 +176,8 @@ class _SourceBase(_Model):
     #: Lane of the track file the lap distance is measured along.
     track_lane: Annotated[int, Field(ge=0, le=255)] = 0
     #: Reference lap of the live delta (``laps.delta``): ``"FILE[:LAP]"`` or
-    #: ``"FILE:SESSION.LAP"``, a WRTF recording with lap channels (its fastest lap without LAP);
-    #: None: the session's best lap so far.
+    #: ``"FILE:SESSION.LAP"``, a WRTF recording with lap channels (its fastest lap without LAP),
+    #: with ``track`` or ``circuit``; None: the session's best lap so far.
     reference: str | None = None
     #: Circuit file (docs/circuits.md; or a track file laid on the globe) for lap channels from
     #: this GNSS source's latitude and longitude; ``"auto"``: the circuit of ``circuits`` or of
@@ -217,11 +217,16 @@ class _SourceBase(_Model):
                 "track_position": self.track_position is not None,
                 "track_z_sign": self.track_z_sign is not None,
                 "track_lane": self.track_lane != 0,
-                "reference": self.reference is not None,
+                "reference": self.reference is not None and self.circuit is None and self.circuits is None,
             }
             for key, present in given.items():
                 if present:
-                    raise ValueError(f"{key} is set but `track` (the track file) is not")
+                    but = (
+                        "neither `track` nor `circuit` is"
+                        if key == "reference"
+                        else "`track` (the track file) is not"
+                    )
+                    raise ValueError(f"{key} is set but {but}")
         elif self.track_position is not None and self.track_position[0] == self.track_position[1]:
             raise ValueError("track_position: x and z must be two different channels")
         if self.track is not None and (self.circuit is not None or self.circuits is not None):

@@ -424,10 +424,26 @@ def build_gnss_laps(
 
     where = _where(loaded, index)
     fields = _gnss_fields(src, definition, where)
+    reference = None
+    if src.reference is not None:  # a GNSS lap's own length: the recorded samples place the line
+        from wrtfd.tracks.delta import Reference, parse_reference
+
+        file, session, lap = _call(where, "reference", parse_reference, src.reference)
+        reference = _call(
+            where, "reference", Reference.from_file, loaded.resolve(Path(file)), lap, session=session
+        )
     if not src.auto_circuit:
         assert src.circuit is not None
         circuit = _call(where, "circuit", load_circuit, loaded.resolve(src.circuit))
-        return _call(where, "circuit", GnssLapChannels, circuit, source=src.source_name, fields=fields)
+        return _call(
+            where,
+            "circuit",
+            GnssLapChannels,
+            circuit,
+            source=src.source_name,
+            fields=fields,
+            reference=reference,
+        )
     folders = [loaded.resolve(src.circuits)] if src.circuits is not None else []
     for folder in folders:
         if not folder.is_dir():
@@ -437,7 +453,12 @@ def build_gnss_laps(
         log.warning("%s.circuits: skipped %s", where, problem)
     # the journal's listener is added with the recorder's hub (see _recorder)
     return GnssLapChannels(
-        None, source=src.source_name, fields=fields, candidates=candidates, pick_m=src.circuit_pick_m
+        None,
+        source=src.source_name,
+        fields=fields,
+        candidates=candidates,
+        pick_m=src.circuit_pick_m,
+        reference=reference,
     )
 
 

@@ -231,8 +231,13 @@ class FileSink:
 
     # -- the operations -------------------------------------------------------------------------
 
-    def begin(self, header: Mapping[str, Any], start_us: int) -> None:
-        """A new session starts (``header`` without ``start_timestamp``; ``start_us`` = tick 0)."""
+    def begin(
+        self, header: Mapping[str, Any], start_us: int, metadata: Mapping[str, str] | None = None
+    ) -> None:
+        """A new session starts (``header`` without ``start_timestamp``; ``start_us`` = tick 0).
+        ``metadata``: added to the metadata of the files opened from now on."""
+        if metadata:
+            self.metadata.update(metadata)
         if self._header is not None:
             self.end({"end_reason": "end"})
         self._header = dict(header)

@@ -28,6 +28,9 @@ class PlacedMarker:
 class BeginOp:
     header: Mapping[str, Any]
     start_us: int
+    #: File metadata plug-ins learnt while recording (a circuit picked at the first fix): for
+    #: the files opened from this session on.
+    metadata: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -238,6 +238,9 @@ class Recorder:
         self._held_start_ns = 0
         self._held_reason = ""
         self._held_info: Mapping[str, Mapping[str, str]] = {}
+        #: The held session waits for a plug-in's file metadata; the tick it came at.
+        self._held_meta = False
+        self._meta_tick: int | None = None
         #: ``record = "triggered"``: the gate between these operations and the sink.
         self.gate = (
             None
@@ -374,7 +377,7 @@ class Recorder:
                     ops.append(op)
                     continue
                 held.append(op)
-                if self._info_arrival() == "missing" and int(frames["tick"][-1]) < self._info_wait_ticks:
+                if self._waiting() and int(frames["tick"][-1]) < self._info_wait_ticks:
                     continue
                 ops.extend(self._release())
             elif isinstance(ev, SessionStarted):
@@ -388,21 +391,51 @@ class Recorder:
                     except Exception:  # a plug-in's bug must not stop the recording
                         self.derived_errors += 1
                 self._live_start_us = self.wall_us(ev.start_ns)
-                if self._info_wait_ticks > 0 and self._info_missing(ev.info):
+                self._held_meta = self._info_wait_ticks > 0 and self._metadata_awaited()
+                self._meta_tick = None
+                if self._info_wait_ticks > 0 and (self._info_missing(ev.info) or self._held_meta):
                     self._held = []
                     self._held_start_us, self._held_reason = self._live_start_us, ev.reason
                     self._held_start_ns, self._held_info = ev.start_ns, ev.info
                     continue
-                ops.append(BeginOp(self._header(ev.reason, ev.info), self._live_start_us))
+                ops.append(
+                    BeginOp(self._header(ev.reason, ev.info), self._live_start_us, self._learnt_metadata())
+                )
             else:
                 if self._held is not None:
                     ops.extend(self._release())
                 self.markers.reset()
                 self._session_start_ns = None
                 ops.append(EndOp(self._footer(ev)))
-        if self._held is not None and self._info_arrival() != "missing":
+        if self._held is not None and not self._waiting():
             ops.extend(self._release())
         return ops if self.gate is None else self.gate.feed(ops)
+
+    def _waiting(self) -> bool:
+        """Whether the held session still waits: for a source's session info, or for a plug-in's
+        file metadata (a GNSS lap plug-in's circuit, picked at the first fix)."""
+        return self._info_arrival() == "missing" or (self._held_meta and self._meta_tick is None)
+
+    def _metadata_awaited(self) -> bool:
+        return any(getattr(d, "awaits_metadata", False) for d in self.derived)
+
+    def _learnt_metadata(self) -> dict[str, str] | None:
+        """What plug-ins learnt for the file metadata while recording (``file_metadata()``),
+        except what ``recorder.metadata`` sets. For a session that waited for it: only when it
+        came within the wait, by the tick it came at (as for session info, the same input gives
+        the same file however the frames are batched)."""
+        if self._held_meta and (self._meta_tick is None or self._meta_tick >= self._info_wait_ticks):
+            return None
+        out: dict[str, str] = {}
+        for d in self.derived:
+            learnt = getattr(d, "file_metadata", None)
+            if learnt is not None:
+                try:
+                    out.update(learnt())
+                except Exception:  # a plug-in's bug must not stop the recording
+                    self.derived_errors += 1
+        fixed = self.policy.metadata
+        return {k: v for k, v in out.items() if k not in fixed} or None
 
     def _info_missing(self, info: Mapping[str, Mapping[str, str]] | None = None) -> bool:
         """Whether a source has not yet reported session info it promises (see ``info_wait_s``)."""
@@ -430,11 +463,14 @@ class Recorder:
         start (a track that came later belongs to no header: the session is under way)."""
         held, self._held = self._held or [], None
         info = self.scheduler.session_info() if self._info_arrival() == "in_time" else self._held_info
-        return [BeginOp(self._header(self._held_reason, info), self._held_start_us), *held]
+        begin = BeginOp(self._header(self._held_reason, info), self._held_start_us, self._learnt_metadata())
+        return [begin, *held]
 
     def _derive(self, frames: np.ndarray) -> None:
         ticks = frames["tick"]
         rate = float(self._rate)
+        # a held session waiting for a plug-in's metadata: note the tick it came at
+        watch = self._held is not None and self._held_meta and self._meta_tick is None
         for i in range(len(frames)):
             row = frames[i]
             t = float(ticks[i]) / rate
@@ -443,6 +479,9 @@ class Recorder:
                     d.compute(row, t)
                 except Exception:  # a plug-in's bug must not stop the recording
                     self.derived_errors += 1
+            if watch and not self._metadata_awaited():
+                self._meta_tick = int(ticks[i])
+                watch = False
 
     def _look_for_laps(self) -> None:
         """New entries in a plug-in's ``laps`` (LapChannels, the GNSS lap channels): one look
@@ -471,7 +510,7 @@ class Recorder:
             if isinstance(op, FramesOp):
                 sink.frames_block(op.frames, op.summary)
             elif isinstance(op, BeginOp):
-                sink.begin(op.header, op.start_us)
+                sink.begin(op.header, op.start_us, op.metadata)
             else:
                 sink.end(op.footer)
 

@@ -298,6 +298,7 @@ class TriggerGate:
         self._summaries = summaries
         # the engine's session in progress
         self._header: Mapping[str, Any] | None = None
+        self._metadata: Mapping[str, str] | None = None
         self._start_us = 0
         self._session_trigger = False
         # armed: the buffer of frame blocks (oldest first)
@@ -351,6 +352,7 @@ class TriggerGate:
                 self._clear()
                 self._header = op.header
                 self._start_us = op.start_us
+                self._metadata = op.metadata
                 reason = str(op.header.get("start_reason", ""))
                 self._session_trigger = self.policy.on_session and reason == "new_session"
             else:
@@ -481,7 +483,7 @@ class TriggerGate:
         header = dict(self._header or {})
         header["start_reason"] = "trigger"
         start_us = self._start_us + round(first_tick * 1e6 / self.rate_hz)
-        out.append(BeginOp(header, start_us))
+        out.append(BeginOp(header, start_us, self._metadata))
         self.recording = True
         for block in released:
             out.append(FramesOp(self._renumber(block)))

@@ -26,12 +26,15 @@ from wrtfd.tracks.geodesy import LocalPlane, track_plane
 __all__ = [
     "CIRCUIT_FORMAT",
     "DIRECTIONS",
+    "GATE_BEHIND_M",
     "METADATA_LINES",
     "METADATA_NAME",
+    "VBO_LAPTIMING",
     "Circuit",
     "CircuitLine",
     "circuit_from_dict",
     "circuit_from_track",
+    "circuit_gates",
     "circuit_metadata",
     "circuit_to_dict",
     "circuits_in",
@@ -347,11 +350,48 @@ METADATA_LINES = "CircuitLines"
 
 
 def circuit_metadata(circuit: Circuit) -> dict[str, str]:
-    """What a recording made with ``circuit`` keeps in its metadata, so ``wrtfd laps`` needs no file."""
+    """What a recording made with ``circuit`` keeps in its metadata, so ``wrtfd laps`` needs no
+    file: its name, the whole circuit, and its lines as VBO ``[laptiming]`` gates (``wrtfd export
+    -o run.vbo`` writes them for Circuit Tools)."""
     return {
         METADATA_NAME: circuit.name,
         METADATA_LINES: json.dumps(circuit_to_dict(circuit), separators=(",", ":")),
+        VBO_LAPTIMING: "\n".join(circuit_gates(circuit)),
     }
+
+
+#: The metadata key of the VBO ``[laptiming]`` lines (as the VBO import keeps a file's).
+VBO_LAPTIMING = "vbo.laptiming"
+#: How far behind a VBO gate its second point stands, along the driving direction (metres;
+#: Racelogic's own files: about 5 m).
+GATE_BEHIND_M = 5.0
+
+
+def circuit_gates(circuit: Circuit) -> list[str]:
+    """The circuit's lines as VBO ``[laptiming]`` lines: a ``Start`` gate and a ``Split`` per
+    sector line, each the middle of the line and a point ``GATE_BEHIND_M`` before it along the
+    driving direction (``"either"``: as ``"right"``)."""
+    from wrtfd.vbo.reader import VboGate
+    from wrtfd.vbo.writer import format_gate
+
+    plane = circuit.plane()
+    sign = -1.0 if circuit.direction == "left" else 1.0
+    out = []
+    for kind, name, line in [
+        ("Start", "Start / Finish", circuit.start),
+        *(("Split", f"Split {k + 1}", s) for k, s in enumerate(circuit.sectors)),
+    ]:
+        ax, ay = (float(v) for v in plane.to_xy(*line.a))
+        bx, by = (float(v) for v in plane.to_xy(*line.b))
+        dx, dy = bx - ax, by - ay
+        norm = math.hypot(dx, dy) or 1.0
+        hx, hy = sign * dy / norm, -sign * dx / norm  # a -> b turned right: the way the car goes
+        mx, my = (ax + bx) / 2.0, (ay + by) / 2.0
+        mid = plane.to_latlon(mx, my)
+        behind = plane.to_latlon(mx - GATE_BEHIND_M * hx, my - GATE_BEHIND_M * hy)
+        gate = VboGate(kind, name, float(mid[0]), float(mid[1]), float(behind[0]), float(behind[1]))
+        out.append(format_gate(gate))
+    return out
 
 
 def recorded_circuit(metadata: Mapping[str, Any], where: str) -> Circuit | None:

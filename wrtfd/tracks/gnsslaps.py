@@ -20,7 +20,8 @@ linearly between the two (smoothed) fixes either side. Rules, as in :mod:`wrtfd.
 
 Lap distance is the distance travelled since the line (the integral of speed when the receiver
 reports it, else the sum of steps between fixes), which is what a predictive delta by distance
-needs; each lap's (distance, time) trace is kept for the best and the last lap.
+needs; each lap's (distance, time) trace is kept for the best and the last lap. The plug-in
+(:class:`GnssLapChannels`) records the live delta (:mod:`wrtfd.tracks.delta`) from it.
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ from wrtfd.tracks.circuit import (
     line_across,
     pick_circuit,
 )
+from wrtfd.tracks.delta import PredictiveDelta, Reference
 from wrtfd.tracks.geodesy import LocalPlane
 from wrtfd.tracks.laps import Lap, LapState
 
 __all__ = [
+    "DOPPLER_VELOCITY_NOISE_MPS",
     "NO_FIX",
     "GnssFields",
     "GnssLapChannels",
@@ -299,6 +302,11 @@ def timer_for(
     return GnssLapTimer(start, sectors, **options), plane
 
 
+#: The timer's velocity noise when the frame has the receiver's velocity components (u-blox
+#: NAV-PVT ``vel_n_mps``/``vel_e_mps``, its Doppler solution, good to about 0.1 m/s: its sAcc)
+#: rather than NMEA's speed and course, which receivers smooth (the timer's default, 0.5 m/s).
+DOPPLER_VELOCITY_NOISE_MPS = 0.1
+
 #: ``gps_fix_mode`` value of "no fix" (nmea and ubx definitions).
 NO_FIX = 1
 
@@ -344,6 +352,10 @@ class GnssLapChannels:
     A new fix is a frame whose fix time (else position) differs from the previous one; frames in
     between hold the lap distance and advance the lap time. Fix times are the receiver's (UTC);
     laps are reported on the session clock (fix time plus the smallest frame-minus-fix offset seen).
+
+    The delta to the reference lap (``reference``, else the session's best) is computed at each
+    fix, from the fix's own lap distance and lap time, and held between fixes; each timed lap
+    closes the trace with its own length (GNSS laps differ by a few decimetres).
     """
 
     def __init__(
@@ -356,6 +368,7 @@ class GnssLapChannels:
         candidates: Sequence[Circuit] = (),
         pick_m: float = 3000.0,
         on_pick: Callable[[Circuit, str], None] | None = None,
+        reference: Reference | None = None,
         **options: Any,
     ) -> None:
         from wrtfd.tracks.lapchannels import LAP_FIELDS
@@ -376,6 +389,7 @@ class GnssLapChannels:
         self.timer: GnssLapTimer | None = None
         self.plane: LocalPlane | None = None
         self._next_pick_t = -math.inf
+        self.delta = PredictiveDelta(reference=reference)
         if circuit is not None:
             self.use(circuit)
         self.definition: Mapping[str, Any] = {"fields": [dict(f) for f in LAP_FIELDS]}
@@ -387,9 +401,14 @@ class GnssLapChannels:
         self.start_session()
 
     def use(self, circuit: Circuit) -> None:
-        """Time laps against ``circuit`` from now on (the laps so far are kept)."""
+        """Time laps against ``circuit`` from now on (the laps so far are kept; the delta's
+        session reference is not: it was driven to another line)."""
         self.circuit = circuit
-        self.timer, self.plane = timer_for(circuit, **self.options)
+        options = dict(self.options)
+        if self.fields.vel_n is not None and self.fields.vel_e is not None:
+            options.setdefault("velocity_noise_mps", DOPPLER_VELOCITY_NOISE_MPS)
+        self.timer, self.plane = timer_for(circuit, **options)
+        self.delta.reset()
 
     def _pick(self, time_s: float, lat: float, lon: float) -> bool:
         """With no circuit yet: the nearest candidate within ``pick_m`` of this fix (tried again
@@ -442,9 +461,16 @@ class GnssLapChannels:
         """The circuit for the file's metadata (empty until one is known)."""
         return circuit_metadata(self.circuit) if self.circuit is not None else {}
 
+    @property
+    def awaits_metadata(self) -> bool:
+        """Whether a new session's header (and so its file) should wait for the circuit: picking
+        one by position, none picked yet (the recorder waits at most ``info_wait_s``)."""
+        return self.circuit is None and bool(self.candidates)
+
     def start_session(self) -> None:
         if self.timer is not None:
             self.timer.reset()
+        self.delta.reset()
         self.laps: list[Lap] = []
         self._last: LapState | None = None
         self._last_key: tuple[float, float, float] | None = None
@@ -480,13 +506,16 @@ class GnssLapChannels:
         if self._offset is None or off < self._offset or off - self._offset > 2.0:
             self._offset = off
         x, y = self.plane.to_xy(lat, lon)
-        st = self.timer.update(t_fix, float(x), float(y), v_east, v_north)
+        timer = self.timer
+        st = timer.update(t_fix, float(x), float(y), v_east, v_north)
         if st.completed is not None:
             lap = st.completed
             self.laps.append(
                 Lap(lap.number, lap.start_s + self._offset, lap.end_s + self._offset, lap.sector_times_s)
             )
             st = LapState(st.lap, st.lap_distance_m, st.sector, st.lap_time_s, self.laps[-1])
+            self.delta.complete(lap.number, lap.time_s, timer.lap_distances_m.get(lap.number))
+        self.delta.update(st.lap, st.lap_distance_m, st.lap_time_s)
         self._last = st
         self._fix_session_t = t_fix + self._offset
         return st
@@ -509,24 +538,29 @@ class GnssLapChannels:
         if not self._resolved:  # the optional fields this frame has (the wiring has checked lat/lon)
             self.fields = self.fields.present(src.dtype.names or ())
             self._resolved = True
+            if self.circuit is not None and self.timer is not None and not self.timer.laps:
+                self.use(self.circuit)  # the filter's velocity noise follows the fields found
         f = self.fields
         fix_t = float(src[f.time_us]) / 1e6 if f.time_us is not None else None
         ve, vn = self._velocity(src)
         has_fix = f.fix_mode is None or int(src[f.fix_mode]) != NO_FIX
         st = self.feed(time_s, float(src[f.lat]), float(src[f.lon]), fix_t, ve, vn, has_fix)
-        out = row[self.name]
+        d = self.delta
+        # one assignment of the whole struct, in LAP_FIELDS order (as LapChannels does)
         if st is None:
-            out["lap_number"] = 0
-            out["lap_distance"] = 0.0
-            out["sector"] = 0
-            out["lap_time"] = 0.0
+            row[self.name] = (0, 0.0, 0, 0.0, -1, 0.0, d.delta_s, d.predicted_s, d.last_delta_s)
         else:
-            out["lap_number"] = min(st.lap, 65535)
-            out["lap_distance"] = st.lap_distance_m
-            out["sector"] = min(st.sector, 255)
-            out["lap_time"] = st.lap_time_s + max(0.0, time_s - self._fix_session_t)
-        out["track_sector"] = -1
-        out["offset"] = 0.0
+            row[self.name] = (
+                min(st.lap, 65535),
+                st.lap_distance_m,
+                min(st.sector, 255),
+                st.lap_time_s + max(0.0, time_s - self._fix_session_t),
+                -1,
+                0.0,
+                d.delta_s,
+                d.predicted_s,
+                d.last_delta_s,
+            )
 
     @property
     def best_lap(self) -> Lap | None:
@@ -544,11 +578,15 @@ class GnssLapChannels:
                 "sectors_s": [round(s, 3) for s in one.sector_times_s],
             }
 
+        ref = self.delta.reference
         return {
             "lap_count": len(self.laps),
             "last": lap(self.laps[-1] if self.laps else None),
             "best": lap(self.best_lap),
             "circuit": self.circuit.name if self.circuit is not None else None,
+            "reference": None
+            if ref is None
+            else {"number": ref.number, "time_s": round(ref.lap_time_s, 3), "origin": ref.origin},
         }
 
     def summary(self) -> Mapping[str, Any]:

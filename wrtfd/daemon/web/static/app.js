@@ -114,7 +114,12 @@ function ensureCard(name) {
   const laps = el("div", "laps");
   const canvas = el("canvas", "trace");
   canvas.width = 600; canvas.height = 150;
-  card.append(head, info, gauges, laps, canvas);
+  // GNSS lap timing: lay the start/finish line where the car is (wrtfd mark --start-finish)
+  const sf = el("button", "sfbtn", "SET START/FINISH");
+  sf.type = "button";
+  sf.hidden = true;
+  sf.addEventListener("click", () => startFinish(sf));
+  card.append(head, info, gauges, laps, sf, canvas);
   $("groups").append(card);
   return card;
 }
@@ -179,6 +184,9 @@ function renderGroups(u) {
     gauges.replaceChildren(...items);
     const lapsLive = g.laps_live ? Object.values(g.laps_live)[0] : null;
     renderLaps(card.querySelector(".laps"), lv.lap, lapsLive, g.derived && g.derived.laps);
+    const sf = card.querySelector(".sfbtn");
+    sf.hidden = !(lapsLive && "circuit" in lapsLive);
+    if (!sf.dataset.busy) sf.disabled = !csrf;
     addTrace(name, lv);
     drawTrace(card.querySelector("canvas"), name, units);
   }
@@ -220,6 +228,7 @@ function renderLaps(box, lap, lapsLive, summary) {
   const last = lapsLive && lapsLive.last ? `${fmtLap(lapsLive.last.time_s)}${sectorsText(lapsLive.last)}` : "–";
   const best = lapsLive && lapsLive.best ? `${fmtLap(lapsLive.best.time_s)} (lap ${lapsLive.best.number})${sectorsText(lapsLive.best)}` : "–";
   const rows = [["current", current, "current"], ["last", last, "last"], ["best", best, "best"]];
+  if (lapsLive && "circuit" in lapsLive) rows.push(["circuit", lapsLive.circuit || "none yet: set the line", "circuit"]);
   const items = rows.map(([k, v, cls]) => {
     const r = el("div", "laprow " + cls);
     r.append(el("span", "k", k), el("span", "v", v));
@@ -323,6 +332,30 @@ async function mark() {
     msg.textContent = "daemon unreachable";
     msg.className = "bad";
   } finally {
+    btn.disabled = !csrf;
+  }
+}
+
+// Pressed while crossing the line: every GNSS source with lap timing lays it at its next fix.
+async function startFinish(btn) {
+  const msg = $("markmsg");
+  btn.disabled = true;
+  btn.dataset.busy = "1";
+  try {
+    const r = await fetch("/api/mark", {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-Wrtfd-Csrf": csrf || "" },
+      body: JSON.stringify({ note: "start/finish", start_finish: true }),
+    });
+    const body = await r.json().catch(() => ({}));
+    msg.textContent = r.ok ? `start/finish line asked of ${(body.start_finish || []).join(", ")}` : (body.error || `HTTP ${r.status}`);
+    msg.className = r.ok ? "ok" : "bad";
+  } catch (e) {
+    msg.textContent = "daemon unreachable";
+    msg.className = "bad";
+  } finally {
+    delete btn.dataset.busy;
     btn.disabled = !csrf;
   }
 }
