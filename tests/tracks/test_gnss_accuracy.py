@@ -180,9 +180,13 @@ def test_with_a_wandering_offset_the_timer_adds_little(rate_hz: int, protocol: s
 @pytest.mark.parametrize("rate_hz", [10, 25])
 @pytest.mark.parametrize("seed", range(5))
 def test_3m_noise_counts_every_lap_and_sector_once(rate_hz: int, seed: int) -> None:
-    laps, shift = timed(rate_hz, 3.0, seed)
+    """3 m of offset: no lap counted twice or missed, every sector line crossed once a lap; the
+    times then carry the receiver's share (up to 3 x 2 m / 21 m/s on a sector)."""
+    laps, _ = timed(rate_hz, 3.0, seed)
     _, _, truth = road()
     assert [lap.number for lap in laps] == list(range(1, LAPS + 1))
     for got, want in zip(laps, truth, strict=True):
-        assert len(got.sector_times_s) == 3
         assert abs(got.time_s - float(want["time_s"])) < 0.3  # type: ignore[arg-type]
+        assert len(got.sector_times_s) == 3
+        for a, b in zip(got.sector_times_s, want["sectors_s"], strict=True):  # type: ignore[call-overload]
+            assert abs(a - b) < 0.6
