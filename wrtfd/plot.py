@@ -26,7 +26,12 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from wrtfd.compare import LapTrace
 
-__all__ = ["DriverChannels", "driver_channels", "plot_comparison", "plot_session"]
+__all__ = ["NO_GNSS_LAPS", "DriverChannels", "driver_channels", "plot_comparison", "plot_session"]
+
+NO_GNSS_LAPS = (
+    "this GNSS recording has no lap channels and no known circuit near its first fix;"
+    " give --circuit FILE (docs/circuits.md)"
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -143,6 +148,8 @@ def plot_session(
         lap_no, dist = laps.lap_number, laps.lap_distance_m
         complete = {lap.number for lap in laps.laps}
     else:
+        if gnss and "laps" not in (frames.dtype.names or ()):
+            raise TrackError(NO_GNSS_LAPS)
         lap_no, dist = _recorded_laps(frames)
         nums = sorted(set(lap_no[ok].tolist()))
         complete = set(nums[1:-1])  # the first (out-lap) and the last (unfinished) are partial

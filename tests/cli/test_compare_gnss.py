@@ -89,3 +89,52 @@ def test_the_real_road_america_log_plots_and_compares(shared_data: Path, tmp_pat
     cmp = tmp_path / "ra-cmp.png"
     assert main(["compare", f"{ra}:1", f"{ra}:1", "-o", str(cmp), "--width", "1000"]) == 0
     check_png(cmp, 1000)
+
+
+def test_the_kart_log_with_a_circuit_file(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plain NMEA import (no lap channels, no circuit, none known near): ``--circuit`` times
+    its laps for compare and plot; the delta ends at the difference of RaceChrono's lap times."""
+    from tests.tracks.test_gnss_real_logs import kart_log
+    from wrtfd.tracks.circuit import load_circuit
+
+    log, expected = kart_log(shared_data, tmp_path)
+    a, b = expected["start_finish_line"]
+    okc = tmp_path / "okc.json"
+    okc.write_text(
+        json.dumps(
+            {
+                "format": "wrtfd-circuit",
+                "name": "OKC",
+                "direction": "either",
+                "start_finish": {"a": a, "b": b},
+            }
+        )
+    )
+    kart = tmp_path / "kart.wrtf"
+    assert main(["import", str(log), "--format", "nmea", "-o", str(kart)]) == 0
+    out = tmp_path / "kart.png"
+    capsys.readouterr()
+    assert main(["plot", str(kart), "-o", str(out)]) == 2  # no lap channels, no circuit: one line
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "give --circuit" in err and not out.exists()
+    assert main(["compare", f"{kart}:1", f"{kart}:2", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "give --circuit" in err and not out.exists()
+    assert main(["plot", str(kart), "--circuit", str(okc), "-o", str(out), "--width", "1000"]) == 0
+    check_png(out, 1000)
+    circuit = load_circuit(okc)
+    one = load_lap(LapRef(kart, 1), None, None, "A", circuit=circuit)
+    two = load_lap(LapRef(kart, 2), None, None, "B", circuit=circuit)
+    want = [lap["racechrono_s"] for lap in expected["laps"]]
+    assert abs(one.lap.time_s - want[0]) < 0.1 and abs(two.lap.time_s - want[1]) < 0.1
+    _, delta = time_delta(one, two)
+    assert delta[-1] == pytest.approx(two.lap.time_s - one.lap.time_s, abs=1e-9)
+    assert abs(delta[-1] - (want[1] - want[0])) < 0.2
+    cmp = tmp_path / "cmp.png"
+    assert (
+        main(["compare", f"{kart}:1", f"{kart}:2", "--circuit", str(okc), "-o", str(cmp), "--width", "900"])
+        == 0
+    )
+    check_png(cmp, 900)

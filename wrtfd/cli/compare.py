@@ -5,8 +5,8 @@ above zero where B is behind), and the two lines on the track map. LAP is a comp
 number; without it, each file's best lap. The laps come from the recorded lap channels, or from
 --track (re-detected from positions, which also draws the track). Laps of the same track align
 by lap distance, whichever game or file recorded them. A GNSS recording (latitude/longitude:
-NMEA, u-blox, an imported VBO) is timed from its fixes against its circuit (the one in its
-metadata, else the known circuit nearest its first fix; else its recorded lap channels), lap
+NMEA, u-blox, an imported VBO) is timed from its fixes against its circuit (--circuit, else the
+one in its metadata, else the known circuit nearest its first fix; else its recorded lap channels), lap
 distance is the distance travelled since the line, and the map is the fixes seen from above,
 north up. Needs matplotlib: wrtfd[plot].
 """
@@ -48,15 +48,20 @@ def register(subparsers: Any) -> None:
     p.add_argument("b", type=parse_lap_ref, metavar="B.wrtf[:LAP]", help="lap to compare (default: best)")
     p.add_argument("-o", "--output", type=Path, required=True, help="PNG file to write")
     p.add_argument("--track", type=Path, help="track file: re-detect laps from positions and draw the map")
+    p.add_argument(
+        "--circuit", type=Path, help="circuit file: time GNSS recordings' laps against it (docs/circuits.md)"
+    )
     p.add_argument("--source", help="source with the positions (default: the first with positions)")
     p.add_argument("--width", type=int, default=1600, help="image width in pixels (default 1600)")
     p.set_defaults(func=_run)
 
 
-def load_lap(ref: LapRef, track: Any, source: str | None, label: str, plane: Any = None) -> Any:
+def load_lap(
+    ref: LapRef, track: Any, source: str | None, label: str, plane: Any = None, circuit: Any = None
+) -> Any:
     """The trace of ``ref``'s lap: lap N of the first session that completed it, or the best
     lap of the whole file. ``plane``: where a GNSS recording is mapped (default: its circuit's,
-    else its first fix's).
+    else its first fix's); ``circuit``: what its laps are timed against (default: its own).
 
     :raises TrackError: no such lap (or no lap at all) in the file.
     """
@@ -80,10 +85,14 @@ def load_lap(ref: LapRef, track: Any, source: str | None, label: str, plane: Any
             if track is None and _gnss_only(frames, source):
                 from wrtfd.tracks.gnssanalysis import file_circuit, gnss_plane, gnss_session_analysis
 
-                circuit = file_circuit(r.metadata, frames, source, str(ref.path))
-                where = plane or gnss_plane(frames, source, circuit)
-                if circuit is not None:
-                    laps = gnss_session_analysis(frames, times, circuit, source=source)
+                against = circuit or file_circuit(r.metadata, frames, source, str(ref.path))
+                where = plane or gnss_plane(frames, source, against)
+                if against is not None:
+                    laps = gnss_session_analysis(frames, times, against, source=source)
+                elif "laps" not in (frames.dtype.names or ()):
+                    from wrtfd.plot import NO_GNSS_LAPS
+
+                    raise TrackError(NO_GNSS_LAPS)
                 else:
                     laps = session_laps(frames, times, None, source=source)
             else:
@@ -117,7 +126,7 @@ def _gnss_only(frames: Any, source: str | None) -> bool:
     return False
 
 
-def _plane_of(ref: LapRef, source: str | None) -> Any:
+def _plane_of(ref: LapRef, source: str | None, circuit: Any) -> Any:
     """The plane A's GNSS lap was mapped in (None for a game recording)."""
     from wrtfd.format import Reader
 
@@ -129,7 +138,7 @@ def _plane_of(ref: LapRef, source: str | None) -> Any:
             return None
         from wrtfd.tracks.gnssanalysis import file_circuit, gnss_plane
 
-        return gnss_plane(frames, source, file_circuit(r.metadata, frames, source, str(ref.path)))
+        return gnss_plane(frames, source, circuit or file_circuit(r.metadata, frames, source, str(ref.path)))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -138,12 +147,14 @@ def _run(args: argparse.Namespace) -> int:
     require_matplotlib()  # fail first, with the one-line hint, before reading anything
     from wrtfd.plot import plot_comparison
     from wrtfd.tracks import load_track
+    from wrtfd.tracks.circuit import load_circuit
 
     track = load_track(args.track) if args.track else None
-    a = load_lap(args.a, track, args.source, f"A {args.a.path.name}")
+    circuit = load_circuit(args.circuit) if args.circuit and track is None else None
+    a = load_lap(args.a, track, args.source, f"A {args.a.path.name}", circuit=circuit)
     # B on A's map (two recordings of one circuit share its plane anyway)
-    plane = _plane_of(args.a, args.source) if track is None else None
-    b = load_lap(args.b, track, args.source, f"B {args.b.path.name}", plane=plane)
+    plane = _plane_of(args.a, args.source, circuit) if track is None else None
+    b = load_lap(args.b, track, args.source, f"B {args.b.path.name}", plane=plane, circuit=circuit)
     title = f"lap {a.lap.number} vs lap {b.lap.number}" + (f" - {track.name}" if track else "")
     plot_comparison(a, b, args.output, track=track, title=title, width_px=args.width)
     sys.stdout.write(f"wrote {args.output}\n")
