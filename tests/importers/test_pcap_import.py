@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.importers.frames import assert_same_frames
@@ -173,6 +173,8 @@ FILE_REASONS = {"truncated_block", "corrupt_block", "bad_interface", "no_timesta
     junk=st.lists(st.binary(max_size=400), max_size=12),
     edits=st.lists(st.tuples(st.integers(0, 20_000), st.binary(min_size=1, max_size=4)), max_size=4),
 )
+# found by hypothesis: if_tsresol zeroed (whole seconds): the nanosecond stamps land in 55840
+@example(junk=[], edits=[(59, b"\x00\x00")])
 def test_fuzz_capture_import_counts_everything(
     shared_data: Path, tmp_path: Path, junk: list[bytes], edits: list[tuple[int, bytes]]
 ) -> None:
