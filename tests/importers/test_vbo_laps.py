@@ -162,3 +162,22 @@ def test_export_then_import_gives_the_same_channels_and_laps(
         # the lap channels are made again from the fixes, the same
         for name in ("lap_number", "sector"):
             assert np.array_equal(fa["laps"][name], fb["laps"][name]), name
+
+
+def test_gates_that_make_no_circuit_are_a_note(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Split gate 6000 km from the Start (a hand-edited file): imported without laps, said once."""
+    text = (shared_data / ROAD_AMERICA).read_bytes().decode("utf-8")
+    start = text.split("[laptiming]\r\n")[1].split("\r\n")[0]
+    far = "Split        +0.000000 +0.000000 +0.000000 +0.010000 ¬ far"
+    edited = tmp_path / "far.vbo"
+    edited.write_bytes(text.replace(start, start + "\r\n" + far).encode())
+    out = tmp_path / "far.wrtf"
+    capsys.readouterr()
+    assert main(["import", str(edited), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("gates not used for laps") == 1 and "more than 50 km" in err
+    with Reader(out) as r:
+        assert "CircuitLines" not in r.metadata and "laps" not in (r.frames(0).dtype.names or ())
+        assert r.metadata["vbo.laptiming"].count("\n") == 1  # both gates kept as written

@@ -42,7 +42,14 @@ from wrtfd.decoders.base import Sample, generated_definition
 from wrtfd.errors import ImportFormatError, TrackError
 from wrtfd.importers.output import check_output, replay_into_file
 from wrtfd.importers.report import ImportReport, Progress, earliest_start_us, refuse_options, run_report
-from wrtfd.tracks.circuit import Circuit, CircuitLine, circuit_metadata, line_across
+from wrtfd.tracks.circuit import (
+    Circuit,
+    CircuitLine,
+    circuit_from_dict,
+    circuit_metadata,
+    circuit_to_dict,
+    line_across,
+)
 from wrtfd.tracks.geodesy import LocalPlane
 from wrtfd.vbo.reader import VboChannel, VboFile, VboGate, hhmmss_to_seconds, read_vbo
 from wrtfd.vbo.writer import format_gate
@@ -223,9 +230,13 @@ def gate_circuit(vbo: VboFile, report: ImportReport | None = None) -> Circuit | 
             sectors.append(line)
     if start is None:
         return None
-    return Circuit(
-        f"VBO gates of {vbo.path.name}"[:200], start, tuple(sectors), direction="right", source=str(vbo.path)
-    )
+    made = Circuit(f"VBO gates of {vbo.path.name}"[:200], start, tuple(sectors), direction="right")
+    try:  # the checks a circuit file gets (lines near each other...): what the metadata must pass
+        return circuit_from_dict(circuit_to_dict(made), str(vbo.path))
+    except TrackError as exc:
+        if report is not None:
+            report.notes.append(f"[laptiming] gates not used for laps: {exc}")
+        return None
 
 
 def import_vbo(
