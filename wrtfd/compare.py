@@ -25,9 +25,10 @@ import numpy.typing as npt
 from wrtfd.driver_channels import driver_channels
 from wrtfd.errors import TrackError
 from wrtfd.tracks.analysis import SessionLaps, find_position_fields, position_arrays
+from wrtfd.tracks.geodesy import LocalPlane
 from wrtfd.tracks.laps import Lap
 
-__all__ = ["LapTrace", "lap_trace", "pick_lap", "time_delta"]
+__all__ = ["LapTrace", "lap_trace", "map_positions", "pick_lap", "time_delta"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -55,6 +56,30 @@ class LapTrace:
         return np.interp(np.asarray(distance_m, dtype=np.float64), d, t)
 
 
+def map_positions(
+    frames: np.ndarray, source: str | None, plane: LocalPlane | None = None
+) -> tuple[str | None, FloatArray, FloatArray, npt.NDArray[np.bool_]]:
+    """The source with positions and its map x, z and validity per frame: a game's track
+    coordinates, else a GNSS source's fixes projected into ``plane`` (default: the first fix's).
+
+    :raises TrackError: neither.
+    """
+    from wrtfd.tracks.gnsslaps import find_gnss_source, has_gnss
+
+    try:
+        src, pos = find_position_fields(frames.dtype, source)
+    except TrackError:
+        if not has_gnss(frames, source):
+            raise
+        from wrtfd.tracks.gnssanalysis import gnss_map_xy, gnss_plane
+
+        found = find_gnss_source(frames, source)[0]
+        x, z, ok = gnss_map_xy(frames, plane or gnss_plane(frames, found), found)
+        return found, x, z, ok
+    x, z, ok = position_arrays(frames, src, pos)
+    return src, x, z, ok
+
+
 def pick_lap(laps: SessionLaps, number: int | None) -> Lap:
     """Lap ``number`` (default: the best) among the completed laps.
 
@@ -79,14 +104,16 @@ def lap_trace(
     *,
     source: str | None = None,
     label: str = "",
+    plane: LocalPlane | None = None,
 ) -> LapTrace:
-    """The frames of ``lap`` with their lap distance and time since the line.
+    """The frames of ``lap`` with their lap distance and time since the line. A GNSS recording
+    (latitude and longitude, no game positions) is mapped in ``plane`` (default: its first fix's;
+    :mod:`wrtfd.tracks.gnssanalysis`).
 
     :raises TrackError: no positions or speed channel in ``source``.
     """
     t = np.asarray(times_s, dtype=np.float64)
-    src, pos = find_position_fields(frames.dtype, source)
-    x, z, ok = position_arrays(frames, src, pos)
+    src, x, z, ok = map_positions(frames, source, plane)
     inside = (laps.lap_number == lap.number) & laps.valid & ok & (t >= lap.start_s) & (t <= lap.end_s)
     if not inside.any():
         raise TrackError(f"lap {lap.number} has no frames with a position")

@@ -9,6 +9,7 @@ forza       speed (m/s)         accel, brake (0..255)       gear
 f1          speed (km/h)        throttle, brake (0..1)      gear (-1 R, 0 N)
 outgauge    speed (m/s)         throttle, brake (0..1)      gear - 1 (0 = R)
 codemaster  speed (m/s)         throttle, brake (0..1)      gear
+GNSS        speed_mps (m/s)     (none: 0)                   (none: 0)
 ==========  ==================  ==========================  ==================
 """
 
@@ -65,4 +66,7 @@ def driver_channels(frames: np.ndarray, source: str | None) -> DriverChannels:
             _f(sub, "brake") if "brake" in names else zero,
             _f(sub, "gear") if "gear" in names else zero,
         )
+    if "speed_mps" in names:  # a GNSS receiver (nmea, ubx, an imported VBO): speed only
+        zero = np.zeros(len(sub))
+        return DriverChannels(_f(sub, "speed_mps") * 3.6, zero, zero, zero)
     raise TrackError(f"source {source!r} has no speed channel to plot")

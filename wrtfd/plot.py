@@ -17,13 +17,21 @@ import numpy.typing as npt
 
 from wrtfd.driver_channels import DriverChannels, driver_channels
 from wrtfd.errors import TrackError
-from wrtfd.tracks.analysis import SessionLaps, analyse_frames, find_position_fields, position_arrays
+from wrtfd.tracks.analysis import SessionLaps, analyse_frames
 from wrtfd.tracks.model import Track
+
+if TYPE_CHECKING:
+    from wrtfd.tracks.circuit import Circuit
 
 if TYPE_CHECKING:
     from wrtfd.compare import LapTrace
 
-__all__ = ["DriverChannels", "driver_channels", "plot_comparison", "plot_session"]
+__all__ = ["NO_GNSS_LAPS", "DriverChannels", "driver_channels", "plot_comparison", "plot_session"]
+
+NO_GNSS_LAPS = (
+    "this GNSS recording has no lap channels and no known circuit near its first fix;"
+    " give --circuit FILE (docs/circuits.md)"
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -106,25 +114,42 @@ def plot_session(
     title: str = "",
     width_px: int = 1600,
     dpi: int = 100,
+    circuit: Circuit | None = None,
 ) -> Path:
-    """Write the lap plot of one session to ``output`` (PNG).
+    """Write the lap plot of one session to ``output`` (PNG). A GNSS recording (no game
+    positions) is timed against ``circuit`` when given (else its recorded lap channels) and
+    mapped from its fixes, north up (:mod:`wrtfd.tracks.gnssanalysis`).
 
     :raises TrackError: no positions/lap channels or no speed channel.
     :raises MissingDependencyError: matplotlib is not installed.
     """
+    from wrtfd.compare import map_positions
     from wrtfd.tracks.render import draw_track, require_matplotlib
 
     plt = require_matplotlib()
-    src, pos = find_position_fields(frames.dtype, source)
-    x, z, ok = position_arrays(frames, src, pos)
+    gnss_plane = None
+    if track is None and circuit is not None:
+        gnss_plane = circuit.plane()
+    src, x, z, ok = map_positions(frames, source, gnss_plane)
     if not ok.any():
         raise TrackError("no positions to plot in this session (the car was never driven)")
+    from wrtfd.tracks.gnsslaps import has_gnss
+
+    gnss = src is not None and has_gnss(frames, src)
     laps: SessionLaps | None = None
-    if track is not None:
-        laps = analyse_frames(frames, times_s, track, source=src, position=pos)
+    if track is not None or (gnss and circuit is not None):
+        if track is not None:
+            laps = analyse_frames(frames, times_s, track, source=src)
+        else:
+            from wrtfd.tracks.gnssanalysis import gnss_session_analysis
+
+            assert circuit is not None
+            laps = gnss_session_analysis(frames, times_s, circuit, source=src)
         lap_no, dist = laps.lap_number, laps.lap_distance_m
         complete = {lap.number for lap in laps.laps}
     else:
+        if gnss and "laps" not in (frames.dtype.names or ()):
+            raise TrackError(NO_GNSS_LAPS)
         lap_no, dist = _recorded_laps(frames)
         nums = sorted(set(lap_no[ok].tolist()))
         complete = set(nums[1:-1])  # the first (out-lap) and the last (unfinished) are partial

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.importers.frames import assert_same_frames
@@ -22,7 +22,7 @@ from wrtfd.decoders.registry import make_decoder
 from wrtfd.errors import ImportFormatError
 from wrtfd.format import Reader
 from wrtfd.importers.pcap import _CaptureImport, import_capture
-from wrtfd.pcap import PcapngWriter, parse_udp
+from wrtfd.pcap import CaptureReader, PcapngWriter, parse_udp
 from wrtfd.pcap.links import LINKTYPE_ETHERNET, LINKTYPE_RAW
 
 T0_NS = 1_700_000_000_000_000_000
@@ -163,6 +163,7 @@ PACKET_REASONS = {
     "ip_fragment",
     "bad_header",
     "unsupported_link_type",
+    "bad_timestamp",
 }
 FILE_REASONS = {"truncated_block", "corrupt_block", "bad_interface", "no_timestamp"}
 
@@ -172,6 +173,8 @@ FILE_REASONS = {"truncated_block", "corrupt_block", "bad_interface", "no_timesta
     junk=st.lists(st.binary(max_size=400), max_size=12),
     edits=st.lists(st.tuples(st.integers(0, 20_000), st.binary(min_size=1, max_size=4)), max_size=4),
 )
+# found by hypothesis: if_tsresol zeroed (whole seconds): the nanosecond stamps land in 55840
+@example(junk=[], edits=[(59, b"\x00\x00")])
 def test_fuzz_capture_import_counts_everything(
     shared_data: Path, tmp_path: Path, junk: list[bytes], edits: list[tuple[int, bytes]]
 ) -> None:
@@ -254,3 +257,64 @@ def test_import_reads_every_packet_as_parse_udp_does(
     reasons = Counter(d for d in expected if isinstance(d, str))
     assert {r: report.dropped[r] for r in PACKET_REASONS if report.dropped[r]} == dict(reasons)
     assert report.read == len(delivered)
+
+
+def _blocks(raw: bytes) -> list[tuple[int, int]]:
+    """(offset, length) of each pcapng block (little-endian, as PcapngWriter writes)."""
+    out, pos = [], 0
+    while pos < len(raw):
+        length = struct.unpack_from("<I", raw, pos + 4)[0]
+        out.append((pos, length))
+        pos += length
+    return out
+
+
+def _two_interface_capture(shared_data: Path, path: Path, options: list[tuple[int, bytes]]) -> int:
+    """Forza datagrams on eth1 and on eth0 (eth1's first), eth1's Interface Description then
+    given the timestamp ``options`` (the way hypothesis edited bytes): returns eth0's count."""
+    import dpkt.pcapng as pcapng
+
+    forza = paced_forza(shared_data, 30)
+    with path.open("wb") as f:
+        w = PcapngWriter(f)
+        good, bad = w.add_udp_interface("eth0"), w.add_udp_interface("eth1")
+        for i, d in enumerate(forza):
+            w.write_datagram(bad, T0_NS + i * 16_666_667, GAME, (RIG, 5301), d)
+            w.write_datagram(good, T0_NS + i * 16_666_667 + 5, GAME, (RIG, 5301), d)
+    raw = path.read_bytes()
+    at, length = _blocks(raw)[2]  # section header, eth0, eth1
+    opts = [pcapng.PcapngOptionLE(code=c, data=v) for c, v in options]
+    idb = pcapng.InterfaceDescriptionBlockLE(
+        linktype=LINKTYPE_RAW, snaplen=0x40000, opts=[*opts, pcapng.PcapngOptionLE(code=0, data=b"")]
+    )
+    path.write_bytes(raw[:at] + bytes(idb) + raw[at + length :])
+    return len(forza)
+
+
+@pytest.mark.parametrize(
+    ("options", "what"),
+    [
+        ([(9, b"\x06")], "if_tsresol microseconds: the nanosecond stamps land in the year 55840"),
+        ([(9, b"\x09"), (14, struct.pack("<q", -2 * T0_NS // 10**9))], "if_tsoffset: before 1970"),
+    ],
+)
+def test_packets_stamped_outside_any_sane_time_are_dropped(
+    shared_data: Path, tmp_path: Path, options: list[tuple[int, bytes]], what: str
+) -> None:
+    """Found by hypothesis (test_fuzz_capture_import_counts_everything): an edited timestamp
+    resolution made file naming raise ValueError (year 55840) or the writer raise FormatError
+    (a negative start time). Such packets are counted as ``bad_timestamp``; the rest import."""
+    cap = tmp_path / "stamps.pcapng"
+    n = _two_interface_capture(shared_data, cap, options)
+    with CaptureReader(cap) as reader:  # the oracle: the reader's own stamps, per interface
+        stamps = [(index, ts) for ts, index, _ in reader.packets()]
+    assert {i for i, _ in stamps} == {0, 1}
+    bad = [ts for i, ts in stamps if i == 1]
+    assert all(ts < 0 or ts > 10**21 for ts in bad), what
+    report = import_capture(cap, tmp_path / "out", force=True)
+    assert report.dropped["bad_timestamp"] == n
+    assert report.samples == n
+    assert len(report.outputs) == 1
+    with Reader(report.outputs[0]) as r:
+        # eth0's first datagram, less at most half a tick (the recorder's tick 0 starts there)
+        assert 0 <= (T0_NS + 5) // 1000 - r.start_timestamp_us <= -(-500_000 // r.rate_hz)

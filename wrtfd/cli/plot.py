@@ -2,7 +2,10 @@
 
 Speed, throttle/brake and gear against lap distance, one line per complete lap, and a track map
 coloured by speed. Laps come from ``--track`` (re-detected from positions) or from the lap
-channels recorded live. Needs matplotlib: ``pip install wrtfd[plot]``.
+channels recorded live. A GNSS recording (latitude/longitude) is timed from its fixes against its
+circuit (``--circuit``, else its metadata's, else the known one nearest its first fix; without
+one, its recorded lap channels) and mapped from the fixes, north up. Needs matplotlib:
+``pip install wrtfd[plot]``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,11 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("file", type=Path, help="WRTF recording")
     p.add_argument("--track", type=Path, help="track file: detect laps from positions and draw the map")
+    p.add_argument(
+        "--circuit",
+        type=Path,
+        help="circuit file: time a GNSS recording's laps against it (docs/circuits.md)",
+    )
     p.add_argument("--source", help="source to plot (default: the first with positions)")
     p.add_argument("--session", type=int, help="session index (default: the session with the most frames)")
     p.add_argument("-o", "--output", type=Path, required=True, help="PNG file to write")
@@ -54,9 +62,29 @@ def _run(args: argparse.Namespace) -> int:
             raise FormatError(f"{args.file}: no session {args.session} (it has {len(r.sessions)})")
         frames = r.frames(session)
         times = (r.frame_times_us(session) - r.sessions[session].time_base_us) / 1e6
-        title = f"{args.file.name} session {session}" + (f" - {track.name}" if track else "")
+        circuit = None
+        if track is None:
+            from wrtfd.cli.compare import _gnss_only
+            from wrtfd.tracks.circuit import load_circuit
+            from wrtfd.tracks.gnssanalysis import file_circuit
+
+            if _gnss_only(frames, args.source):
+                circuit = (
+                    load_circuit(args.circuit)
+                    if args.circuit
+                    else file_circuit(r.metadata, frames, args.source, str(args.file))
+                )
+        name = track.name if track else (circuit.name if circuit else "")
+        title = f"{args.file.name} session {session}" + (f" - {name}" if name else "")
         plot_session(
-            frames, times, args.output, track=track, source=args.source, title=title, width_px=args.width
+            frames,
+            times,
+            args.output,
+            track=track,
+            source=args.source,
+            title=title,
+            width_px=args.width,
+            circuit=circuit,
         )
     sys.stdout.write(f"wrote {args.output}\n")
     return 0

@@ -6,8 +6,11 @@ VBO) gives the standard columns (``sats time lat long velocity heading height ve
 format's units (minutes with longitude west-positive, km/h); every other numeric channel follows
 as a column of its own, named as in the CSV export (``forza_speed``; a channel of the GNSS source
 by its own name), with its unit. Derived lap channels are left out: Circuit Tools times laps
-itself, from the ``[laptiming]`` gates, which come from the recording's circuit (the gates of an
-imported VBO, or the start/finish line of the circuit the daemon timed laps against).
+itself, from the ``[laptiming]`` gates, which come from the recording's circuit: the gates of an
+imported VBO as they were, else the circuit the daemon (or an import) timed laps against
+(``CircuitLines``): a ``Start`` gate at the middle of its start/finish line with the point
+:data:`GATE_BEHIND_M` behind it along the driving direction, and a ``Split`` gate for each
+sector line likewise (docs/circuits.md, "VBO gates").
 
 One data line per frame, at the middle of the frame's tick (UTC since midnight); dropped ticks stay gaps
 (every line carries its time); frames that fail the frame check are left out.
@@ -16,21 +19,24 @@ One data line per frame, at the middle of the frame's tick (UTC since midnight);
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from wrtfd import __version__
-from wrtfd.errors import ExportError
+from wrtfd.errors import ExportError, TrackError
 from wrtfd.exporters.channels import Channel, numeric_channels
 from wrtfd.exporters.summary import ExportSummary, FramesProgress
 from wrtfd.format.export import export_frames, select_sessions
 from wrtfd.format.reader import Reader, ticks_to_time_us
+from wrtfd.tracks.circuit import Circuit, CircuitLine, recorded_circuit
+from wrtfd.tracks.geodesy import LocalPlane
 from wrtfd.vbo.reader import VboChannel, VboGate, read_gate
 from wrtfd.vbo.writer import STANDARD, write_vbo
 
-__all__ = ["GNSS_FIELDS", "export_vbo", "gnss_source"]
+__all__ = ["GATE_BEHIND_M", "GNSS_FIELDS", "circuit_gates", "export_vbo", "gnss_source"]
 
 #: Standard VBO column -> (the GNSS source's field names it is read from, factor to VBO units).
 GNSS_FIELDS: dict[str, tuple[tuple[str, ...], float]] = {
@@ -62,6 +68,32 @@ def gnss_source(reader: Reader, what: str) -> tuple[str | None, list[Channel]]:
     raise ExportError(f"{reader.path}: no GNSS source (latitude and longitude channels) for {what}")
 
 
+#: How far behind a gate's point its second point lies (a VBOX log's are about 5 m).
+GATE_BEHIND_M = 5.0
+
+
+def _gate(kind: str, name: str, line: CircuitLine, sign: int) -> VboGate:
+    lat, lon = line.middle
+    plane = LocalPlane(lat, lon)
+    ax, ay = plane.to_xy(*line.a)
+    bx, by = plane.to_xy(*line.b)
+    dx, dy = float(bx - ax), float(by - ay)
+    norm = math.hypot(dx, dy) or 1.0
+    # driving direction: a -> b turned right for "right" (see wrtfd.tracks.circuit.DIRECTIONS)
+    hx, hy = sign * dy / norm, -sign * dx / norm
+    blat, blon = plane.to_latlon(-hx * GATE_BEHIND_M, -hy * GATE_BEHIND_M)
+    return VboGate(kind, name, lat, lon, float(blat), float(blon))
+
+
+def circuit_gates(circuit: Circuit) -> list[VboGate]:
+    """``[laptiming]`` gates for a circuit: ``Start`` and one ``Split`` per sector line. An
+    ``"either"`` circuit's gates point the ``"right"`` way (VBOX units trigger both ways)."""
+    sign = -1 if circuit.direction == "left" else 1
+    gates = [_gate("Start", "Start / Finish", circuit.start, sign)]
+    gates += [_gate("Split", f"Split {i + 1}", s, sign) for i, s in enumerate(circuit.sectors)]
+    return gates
+
+
 def _gates(reader: Reader) -> list[VboGate]:
     text = reader.metadata.get("vbo.laptiming", "")
     gates = []
@@ -70,7 +102,13 @@ def _gates(reader: Reader) -> list[VboGate]:
             gates.append(read_gate(line))
         except ValueError:
             continue  # a hand-edited line: Circuit Tools can still have its gates set by hand
-    return gates
+    if gates:
+        return gates
+    try:
+        circuit = recorded_circuit(reader.metadata, str(reader.path))
+    except TrackError:
+        return []  # a damaged circuit in the metadata: the gates can be set in Circuit Tools
+    return circuit_gates(circuit) if circuit is not None else []
 
 
 def export_vbo(

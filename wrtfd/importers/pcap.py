@@ -23,8 +23,9 @@ source's decoder, the scheduler and the recorder, driven by the capture's timest
 
 Several games in one capture become several recordings, one file (or more, with rotation) per
 recording group. Drops are counted by reason: the capture's (``truncated_block``...), the
-packets' (``ip_fragment``, ``not_udp``...), routing, and each source's decoder
-(``f1: wrong_size``), as the daemon's status would show them.
+packets' (``ip_fragment``, ``not_udp``, ``bad_timestamp`` for a time before 1980 or after
+2200: a damaged timestamp), routing, and each source's decoder (``f1: wrong_size``), as the
+daemon's status would show them.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from wrtfd.importers.report import ImportReport, Progress
 from wrtfd.pcap.links import IPV4_UDP, LINKTYPE_USER0, SUPPORTED_LINK_TYPES, ipv4_udp_offset, parse_udp
 from wrtfd.pcap.reader import CaptureReader
 
-__all__ = ["SNIFF_MAX_DATAGRAMS", "import_capture", "parse_protocol_options", "run_import"]
+__all__ = ["SANE_TIME_NS", "SNIFF_MAX_DATAGRAMS", "import_capture", "parse_protocol_options", "run_import"]
 
 #: Datagrams of an unknown flow held while its protocol is still ambiguous.
 SNIFF_MAX_DATAGRAMS = 64
@@ -379,6 +380,12 @@ def import_capture(
     return report
 
 
+#: Packets stamped outside these times (1980 to 2200, ns since 1970) are ``bad_timestamp``
+#: drops: an edited or damaged timestamp (resolution, offset) would place a recording where no
+#: file can be named or started.
+SANE_TIME_NS = (315_532_800 * 10**9, 7_258_118_400 * 10**9)
+
+
 def _run(reader: CaptureReader, state: _CaptureImport, report: ImportReport, first_ns: list[int]) -> None:
     progress = Progress(reader.path.name, reader.size)
     interfaces = reader.interfaces
@@ -411,9 +418,13 @@ def _run(reader: CaptureReader, state: _CaptureImport, report: ImportReport, fir
     # Per interface: where a plain IPv4 header would start (None: parse_udp for every packet).
     ip_at: dict[int, int | None] = {}
     unpack_ipv4_udp = IPV4_UDP.unpack_from
+    earliest, latest = SANE_TIME_NS
     for n, (ts_ns, index, data) in enumerate(reader.packets(), 1):
         if n & 0x3FFF == 0:
             progress.update(reader.position)
+        if not earliest <= ts_ns < latest:
+            drop("bad_timestamp")
+            continue
         # The common packet (IPv4 without options or fragments, then UDP, lengths that agree)
         # in one unpack; anything else goes through parse_udp, which gives the same datagram or
         # the drop reason.

@@ -21,8 +21,10 @@ clock, dated by the ``File created on`` line; the frame rate is the logger's (th
 25 Hz for a VBOX HD2) unless ``--rate`` is given, so every sample has its own tick.
 
 The ``[laptiming]`` gates are kept in the metadata (``vbo.laptiming``, the lines as written) and
-make the file's circuit (:func:`circuit_lines`): with a ``Start`` gate, the file gets lap
-channels timed from the fixes, as a live GNSS source would.
+make the file's circuit (:func:`gate_circuit`; the convention is in docs/circuits.md): with a
+``Start`` gate, the file gets lap channels (``laps.*``) timed from the fixes by the same plug-in
+as a live GNSS source, and the circuit in its metadata (``Circuit``, ``CircuitLines``), so
+``wrtfd laps`` times it with no circuit file.
 """
 
 from __future__ import annotations
@@ -37,13 +39,32 @@ from typing import Any
 import numpy as np
 
 from wrtfd.decoders.base import Sample, generated_definition
-from wrtfd.errors import ImportFormatError
+from wrtfd.errors import ImportFormatError, TrackError
 from wrtfd.importers.output import check_output, replay_into_file
 from wrtfd.importers.report import ImportReport, Progress, earliest_start_us, refuse_options, run_report
-from wrtfd.vbo.reader import VboChannel, VboFile, hhmmss_to_seconds, read_vbo
+from wrtfd.tracks.circuit import (
+    Circuit,
+    CircuitLine,
+    circuit_from_dict,
+    circuit_metadata,
+    circuit_to_dict,
+    line_across,
+)
+from wrtfd.tracks.geodesy import LocalPlane
+from wrtfd.vbo.reader import VboChannel, VboFile, VboGate, hhmmss_to_seconds, read_vbo
 from wrtfd.vbo.writer import format_gate
 
-__all__ = ["SOURCE_NAME", "STANDARD_CHANNELS", "circuit_lines", "import_vbo", "run_import", "vbo_channels"]
+__all__ = [
+    "GATE_LINE_WIDTH_M",
+    "SOURCE_NAME",
+    "STANDARD_CHANNELS",
+    "circuit_lines",
+    "gate_circuit",
+    "gate_line",
+    "import_vbo",
+    "run_import",
+    "vbo_channels",
+]
 
 SOURCE_NAME = "vbox"
 _KMH = 1 / 3.6
@@ -170,6 +191,54 @@ def circuit_lines(vbo: VboFile) -> list[str]:
     return [format_gate(g) for g in vbo.gates]
 
 
+#: How wide the line laid across a gate is: a track and its verges, not the pit lane beside it.
+GATE_LINE_WIDTH_M = 30.0
+
+
+def gate_line(gate: VboGate, width_m: float = GATE_LINE_WIDTH_M) -> CircuitLine:
+    """The line of a gate: through its point, across the direction from the point behind it to
+    the point, ``width_m`` wide, ordered for a ``"right"`` circuit (the car drives that way).
+
+    :raises TrackError: the two points are the same (no direction).
+    """
+    plane = LocalPlane(gate.lat_deg, gate.lon_deg)
+    bx, by = plane.to_xy(gate.behind_lat_deg, gate.behind_lon_deg)
+    return line_across(plane, 0.0, 0.0, -float(bx), -float(by), width_m)
+
+
+def gate_circuit(vbo: VboFile, report: ImportReport | None = None) -> Circuit | None:
+    """The circuit of the file's gates: the first ``Start`` gate is the start/finish line, the
+    ``Split`` gates (in the file's order) the sector lines. None without a usable ``Start``;
+    a gate that cannot be used is a note of ``report``."""
+    start: CircuitLine | None = None
+    sectors: list[CircuitLine] = []
+    for gate in vbo.gates:
+        kind = gate.kind.lower()
+        if kind not in ("start", "split") or (kind == "start" and start is not None):
+            if report is not None:
+                report.notes.append(f"[laptiming] {gate.kind} gate {gate.name!r} not used for laps")
+            continue
+        try:
+            line = gate_line(gate)
+        except TrackError:
+            if report is not None:
+                report.notes.append(f"[laptiming] gate {gate.name!r}: its two points are one: no direction")
+            continue
+        if kind == "start":
+            start = line
+        else:
+            sectors.append(line)
+    if start is None:
+        return None
+    made = Circuit(f"VBO gates of {vbo.path.name}"[:200], start, tuple(sectors), direction="right")
+    try:  # the checks a circuit file gets (lines near each other...): what the metadata must pass
+        return circuit_from_dict(circuit_to_dict(made), str(vbo.path))
+    except TrackError as exc:
+        if report is not None:
+            report.notes.append(f"[laptiming] gates not used for laps: {exc}")
+        return None
+
+
 def import_vbo(
     path: Path,
     output: Path,
@@ -217,6 +286,15 @@ def import_vbo(
     if vbo.comments:
         metadata["vbo.comments"] = "\n".join(vbo.comments)[:65536]
     start_us = max(int(times_ns[0] // 1000), earliest_start_us(rate))
+    derived: list[Any] = []
+    circuit = gate_circuit(vbo, report)
+    names = [name for _, name, _, _ in channels]
+    if circuit is not None and "lat_deg" in names and "lon_deg" in names:
+        from wrtfd.tracks.gnsslaps import GnssFields, GnssLapChannels
+
+        metadata.update(circuit_metadata(circuit))
+        fields = GnssFields().present(names)
+        derived.append(GnssLapChannels(circuit, source=SOURCE_NAME, fields=fields))
     replay_into_file(
         _samples(vbo, values, times_ns, report),
         output=output,
@@ -224,6 +302,7 @@ def import_vbo(
         rate_hz=rate,
         start_timestamp_us=start_us,
         metadata=metadata,
+        derived=derived,
     )
     report.check_any()
     report.outputs = [output]

@@ -121,15 +121,18 @@ class Drive:
     def at(self, t_s: float) -> tuple[float, float, float, float, float, float, float]:
         """``(x_east, z_north, altitude, speed, vel_east, vel_north, vel_up)`` at ``t_s``."""
         t = min(max(t_s, 0.0), self.end_s)
-        ts = self.t
-        x = float(np.interp(t, ts, self.x))
-        z = float(np.interp(t, ts, self.z))
-        y = float(np.interp(t, ts, self.y))
-        v = float(np.interp(t, ts, self.speed))
-        hx = float(np.interp(t, ts, self.hx))
-        hz = float(np.interp(t, ts, self.hz))
+        # the two ticks either side (np.interp over the whole drive costs a scan per call)
+        j = int(np.searchsorted(self.t, t))
+        w = slice(max(j - 1, 0), j + 1)
+        ts = self.t[w]
+        x = float(np.interp(t, ts, self.x[w]))
+        z = float(np.interp(t, ts, self.z[w]))
+        y = float(np.interp(t, ts, self.y[w]))
+        v = float(np.interp(t, ts, self.speed[w]))
+        hx = float(np.interp(t, ts, self.hx[w]))
+        hz = float(np.interp(t, ts, self.hz[w]))
         norm = math.hypot(hx, hz) or 1.0
-        vy = float(np.interp(t, ts, self.vy)) if 0.0 < t_s < self.end_s else 0.0
+        vy = float(np.interp(t, ts, self.vy[w])) if 0.0 < t_s < self.end_s else 0.0
         return x, z, y + self.base_alt_m, v, v * hx / norm, v * hz / norm, vy
 
 

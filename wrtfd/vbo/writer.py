@@ -51,7 +51,10 @@ STANDARD: dict[str, tuple[str, Callable[[float], str]]] = {
 
 
 def _custom(v: float) -> str:
-    return f"{v:+.6E}"
+    """``+8.442395E-02`` as VBOX writes, or all 17 digits when 7 would change the value (a
+    microsecond time, a counter past ten million): the file keeps what was recorded."""
+    text = f"{v:+.6E}"
+    return text if float(text) == v else f"{v:+.16E}"
 
 
 def format_gate(gate: VboGate) -> str:
