@@ -50,12 +50,11 @@ TABLE: dict[str, Mapping[str, MotecName]] = {n: c.names for n, c in _CHANNELS.it
 
 
 def protocol_of(field_names: Iterable[str]) -> str | None:
-    """The protocol whose signature fields a source struct has, if any."""
+    """The protocol whose signature fields a source struct has, if any: the most specific one
+    when several match (a u-blox receiver's fields hold the NMEA signature and its own)."""
     names = frozenset(field_names)
-    for protocol, signature in PROTOCOL_SIGNATURES.items():
-        if signature <= names:
-            return protocol
-    return None
+    found = [(len(sig), p) for p, sig in PROTOCOL_SIGNATURES.items() if sig <= names]
+    return max(found)[1] if found else None
 
 
 def motec_name(

@@ -9,8 +9,8 @@ by its own name), with its unit. Derived lap channels are left out: Circuit Tool
 itself, from the ``[laptiming]`` gates, which come from the recording's circuit: the gates of an
 imported VBO as they were, else the circuit the daemon (or an import) timed laps against
 (``CircuitLines``): a ``Start`` gate at the middle of its start/finish line with the point
-:data:`GATE_BEHIND_M` behind it along the driving direction, and a ``Split`` gate for each
-sector line likewise (docs/circuits.md, "VBO gates").
+:data:`wrtfd.tracks.circuit.GATE_BEHIND_M` behind it along the driving direction, and a
+``Split`` gate for each sector line likewise (docs/circuits.md, "VBO gates").
 
 One data line per frame, at the middle of the frame's tick (UTC since midnight); dropped ticks stay gaps
 (every line carries its time); frames that fail the frame check are left out.
@@ -19,7 +19,6 @@ One data line per frame, at the middle of the frame's tick (UTC since midnight);
 from __future__ import annotations
 
 import datetime as dt
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -31,12 +30,11 @@ from wrtfd.exporters.channels import Channel, numeric_channels
 from wrtfd.exporters.summary import ExportSummary, FramesProgress
 from wrtfd.format.export import export_frames, select_sessions
 from wrtfd.format.reader import Reader, ticks_to_time_us
-from wrtfd.tracks.circuit import Circuit, CircuitLine, recorded_circuit
-from wrtfd.tracks.geodesy import LocalPlane
+from wrtfd.tracks.circuit import circuit_gates, recorded_circuit
 from wrtfd.vbo.reader import VboChannel, VboGate, read_gate
 from wrtfd.vbo.writer import STANDARD, write_vbo
 
-__all__ = ["GATE_BEHIND_M", "GNSS_FIELDS", "circuit_gates", "export_vbo", "gnss_source"]
+__all__ = ["GNSS_FIELDS", "export_vbo", "gnss_source"]
 
 #: Standard VBO column -> (the GNSS source's field names it is read from, factor to VBO units).
 GNSS_FIELDS: dict[str, tuple[tuple[str, ...], float]] = {
@@ -66,32 +64,6 @@ def gnss_source(reader: Reader, what: str) -> tuple[str | None, list[Channel]]:
         if any(n in names for n in GNSS_FIELDS["lat"][0]) and any(n in names for n in GNSS_FIELDS["long"][0]):
             return source, channels
     raise ExportError(f"{reader.path}: no GNSS source (latitude and longitude channels) for {what}")
-
-
-#: How far behind a gate's point its second point lies (a VBOX log's are about 5 m).
-GATE_BEHIND_M = 5.0
-
-
-def _gate(kind: str, name: str, line: CircuitLine, sign: int) -> VboGate:
-    lat, lon = line.middle
-    plane = LocalPlane(lat, lon)
-    ax, ay = plane.to_xy(*line.a)
-    bx, by = plane.to_xy(*line.b)
-    dx, dy = float(bx - ax), float(by - ay)
-    norm = math.hypot(dx, dy) or 1.0
-    # driving direction: a -> b turned right for "right" (see wrtfd.tracks.circuit.DIRECTIONS)
-    hx, hy = sign * dy / norm, -sign * dx / norm
-    blat, blon = plane.to_latlon(-hx * GATE_BEHIND_M, -hy * GATE_BEHIND_M)
-    return VboGate(kind, name, lat, lon, float(blat), float(blon))
-
-
-def circuit_gates(circuit: Circuit) -> list[VboGate]:
-    """``[laptiming]`` gates for a circuit: ``Start`` and one ``Split`` per sector line. An
-    ``"either"`` circuit's gates point the ``"right"`` way (VBOX units trigger both ways)."""
-    sign = -1 if circuit.direction == "left" else 1
-    gates = [_gate("Start", "Start / Finish", circuit.start, sign)]
-    gates += [_gate("Split", f"Split {i + 1}", s, sign) for i, s in enumerate(circuit.sectors)]
-    return gates
 
 
 def _gates(reader: Reader) -> list[VboGate]:

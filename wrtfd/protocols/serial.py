@@ -14,16 +14,13 @@ _GNSS_PTY = Absent(
     " (wrtfd.simulate.gnss_pty)"
 )
 #: MoTeC's GPS channels, for both receivers (the u-blox definition uses the NMEA names).
-_GPS_MOTEC = MotecChannels(
-    frozenset({"lat_deg", "lon_deg"}),
-    {
-        "lat_deg": MotecName("GPS Latitude", "GPSLat"),
-        "lon_deg": MotecName("GPS Longitude", "GPSLong"),
-        "alt_msl_m": MotecName("GPS Altitude", "GPSAlt"),
-        "speed_mps": MotecName("GPS Speed", "GPSSpd"),
-        "course_deg": MotecName("GPS Heading", "GPSHead"),
-    },
-)
+_GPS_NAMES = {
+    "lat_deg": MotecName("GPS Latitude", "GPSLat"),
+    "lon_deg": MotecName("GPS Longitude", "GPSLong"),
+    "alt_msl_m": MotecName("GPS Altitude", "GPSAlt"),
+    "speed_mps": MotecName("GPS Speed", "GPSSpd"),
+    "course_deg": MotecName("GPS Heading", "GPSHead"),
+}
 _LAT_LON = Absent("latitude/longitude, not a track's metres: lap timing takes a circuit (docs/circuits.md)")
 
 PROTOCOLS = (
@@ -35,7 +32,7 @@ PROTOCOLS = (
         schema_file="nmea.wrtf.yaml",
         sniff=_SERIAL,
         position=_LAT_LON,
-        motec=_GPS_MOTEC,
+        motec=MotecChannels(frozenset({"lat_deg", "lon_deg"}), _GPS_NAMES),
         simulator=_GNSS_PTY,
     ),
     ProtocolInfo(
@@ -46,7 +43,7 @@ PROTOCOLS = (
         schema_file="ubx.wrtf.yaml",
         sniff=_SERIAL,
         position=_LAT_LON,
-        motec=_GPS_MOTEC,
+        motec=MotecChannels(frozenset({"lat_deg", "lon_deg", "itow_ms"}), _GPS_NAMES),
         simulator=_GNSS_PTY,
     ),
     ProtocolInfo(

@@ -22,6 +22,8 @@ from typing import Any
 
 from wrtfd.errors import TrackError
 from wrtfd.tracks.geodesy import LocalPlane, track_plane
+from wrtfd.vbo.reader import VboGate
+from wrtfd.vbo.writer import format_gate
 
 __all__ = [
     "CIRCUIT_FORMAT",
@@ -356,7 +358,7 @@ def circuit_metadata(circuit: Circuit) -> dict[str, str]:
     return {
         METADATA_NAME: circuit.name,
         METADATA_LINES: json.dumps(circuit_to_dict(circuit), separators=(",", ":")),
-        VBO_LAPTIMING: "\n".join(circuit_gates(circuit)),
+        VBO_LAPTIMING: "\n".join(format_gate(g) for g in circuit_gates(circuit)),
     }
 
 
@@ -367,31 +369,27 @@ VBO_LAPTIMING = "vbo.laptiming"
 GATE_BEHIND_M = 5.0
 
 
-def circuit_gates(circuit: Circuit) -> list[str]:
-    """The circuit's lines as VBO ``[laptiming]`` lines: a ``Start`` gate and a ``Split`` per
-    sector line, each the middle of the line and a point ``GATE_BEHIND_M`` before it along the
-    driving direction (``"either"``: as ``"right"``)."""
-    from wrtfd.vbo.reader import VboGate
-    from wrtfd.vbo.writer import format_gate
+def circuit_gates(circuit: Circuit) -> list[VboGate]:
+    """The circuit's lines as VBO ``[laptiming]`` gates: ``Start`` and one ``Split`` per sector
+    line, each at the middle of its line with its second point ``GATE_BEHIND_M`` before it along
+    the driving direction (an ``"either"`` circuit's point the ``"right"`` way: VBOX units
+    trigger both ways)."""
+    sign = -1 if circuit.direction == "left" else 1
+    gates = [_gate("Start", "Start / Finish", circuit.start, sign)]
+    gates += [_gate("Split", f"Split {i + 1}", s, sign) for i, s in enumerate(circuit.sectors)]
+    return gates
 
-    plane = circuit.plane()
-    sign = -1.0 if circuit.direction == "left" else 1.0
-    out = []
-    for kind, name, line in [
-        ("Start", "Start / Finish", circuit.start),
-        *(("Split", f"Split {k + 1}", s) for k, s in enumerate(circuit.sectors)),
-    ]:
-        ax, ay = (float(v) for v in plane.to_xy(*line.a))
-        bx, by = (float(v) for v in plane.to_xy(*line.b))
-        dx, dy = bx - ax, by - ay
-        norm = math.hypot(dx, dy) or 1.0
-        hx, hy = sign * dy / norm, -sign * dx / norm  # a -> b turned right: the way the car goes
-        mx, my = (ax + bx) / 2.0, (ay + by) / 2.0
-        mid = plane.to_latlon(mx, my)
-        behind = plane.to_latlon(mx - GATE_BEHIND_M * hx, my - GATE_BEHIND_M * hy)
-        gate = VboGate(kind, name, float(mid[0]), float(mid[1]), float(behind[0]), float(behind[1]))
-        out.append(format_gate(gate))
-    return out
+
+def _gate(kind: str, name: str, line: CircuitLine, sign: int) -> VboGate:
+    lat, lon = line.middle
+    plane = LocalPlane(lat, lon)
+    ax, ay = plane.to_xy(*line.a)
+    bx, by = plane.to_xy(*line.b)
+    dx, dy = float(bx - ax), float(by - ay)
+    norm = math.hypot(dx, dy) or 1.0
+    hx, hy = sign * dy / norm, -sign * dx / norm  # a -> b turned right: the way the car goes
+    blat, blon = plane.to_latlon(-hx * GATE_BEHIND_M, -hy * GATE_BEHIND_M)
+    return VboGate(kind, name, lat, lon, float(blat), float(blon))
 
 
 def recorded_circuit(metadata: Mapping[str, Any], where: str) -> Circuit | None:
