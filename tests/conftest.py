@@ -37,6 +37,30 @@ SHARED = REPO.parent / "shared"
 SHARED_DATA = SHARED / "data"
 SHARED_SPEC = SHARED / "spec"
 
+#: Modules that take a minute or more of wall time, mostly waiting (a log replayed at its own
+#: pace, a cluster's failover, fresh venvs, server outages): collected first, so that
+#: pytest-xdist's ``loadscope`` hands them to the workers at the start and the rest of the suite
+#: runs beside them instead of after them (one of them last added two minutes to a run).
+LONG_MODULES = (
+    "tests/e2e/test_gnss_kart_live.py",
+    "tests/fleet/test_cluster.py",
+    "tests/test_packaging.py",
+    "tests/e2e/test_fleet.py",
+    "tests/importers/test_pcap_import.py",
+    "tests/e2e/test_gnss_laps_live.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The :data:`LONG_MODULES` first, everything else in collection order (a stable sort)."""
+    rank = {name: i for i, name in enumerate(LONG_MODULES)}
+
+    def key(item: pytest.Item) -> int:
+        path = Path(item.path)
+        return rank.get(path.relative_to(REPO).as_posix(), len(rank)) if path.is_relative_to(REPO) else len(rank)
+
+    items.sort(key=key)
+
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:

@@ -17,6 +17,7 @@ from wrtfd.errors import ConfigError
 from wrtfd.recorder.observe import ObserverHub, SourceStateChanged
 from wrtfd.tracks.circuit import recorded_circuit, shipped_circuits
 from wrtfd.tracks.geodesy import LocalPlane
+from wrtfd.tracks.lapchannels import LAP_FIELDS
 
 REPO = Path(__file__).resolve().parents[2]
 GPS = '[[sources]]\nkind = "serial"\nname = "gps"\nprotocol = "nmea"\ndevice = "/dev/null"\n'
@@ -41,14 +42,8 @@ def test_circuit_file(tmp_path: Path) -> None:
     assert again is not None and again.start == plug.circuit.start
     # the recorded frame: the gps channels and the same lap channels as a game's
     frame = composed_schemas(loaded)["main"].frame_dtype
-    assert frame["laps"].names == (
-        "lap_number",
-        "lap_distance",
-        "sector",
-        "lap_time",
-        "track_sector",
-        "offset",
-    )
+    assert frame["laps"].names == tuple(f["name"] for f in LAP_FIELDS)
+    assert {"lap_number", "lap_distance", "lap_time", "delta", "last_delta"} <= set(frame["laps"].names)
 
 
 @pytest.mark.parametrize(
