@@ -57,7 +57,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     def key(item: pytest.Item) -> int:
         path = Path(item.path)
-        return rank.get(path.relative_to(REPO).as_posix(), len(rank)) if path.is_relative_to(REPO) else len(rank)
+        if not path.is_relative_to(REPO):
+            return len(rank)
+        return rank.get(path.relative_to(REPO).as_posix(), len(rank))
 
     items.sort(key=key)
 
