@@ -60,6 +60,7 @@ __all__ = [
     "CRASH_BOUND_S",
     "EXIT_CODES",
     "FSYNC_INTERVAL_S",
+    "LOSS_SLACK_S",
     "POWER_CUT_BOUND_S",
     "REST_S",
     "SETTLE_S",
@@ -87,6 +88,11 @@ REST_S = 5.0
 #: steps can start late. The test allows this much on top of the bound; the table shows the raw
 #: worst loss against the bound.
 TIMING_SLACK_S = 0.15
+#: The loss check's own slack: the newest data is stamped by the test's sender, a process of its
+#: own, so both its delay and the daemon's count; a whole suite beside it (three workers on two
+#: cores) once put a SIGHUP state 0.2 s over the bound (0.614 s / 0.417 s; alone it passes).
+#: The write and fsync spacing checks keep TIMING_SLACK_S.
+LOSS_SLACK_S = 0.25
 # ---------------------------------------------------------------------------------------------------
 
 #: Exit codes each command documents (README "Working with recordings", cli/main.py).
