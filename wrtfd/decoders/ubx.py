@@ -307,31 +307,16 @@ class UbxDecoder:
         s = self._state
         time_ns = self._time((year, month, day, hour, minute, sec, nano), valid, itow)
         ok = bool(flags & 0x01) and 0 < fix_type < 5
-        s["itow_ms"] = itow
-        s["fix_type"] = fix_type if fix_type <= 5 else 0
-        s["fix_mode"] = _FIX_MODE[fix_type] if ok else 1
-        s["fix_ok"] = bool(flags & 0x01)
         s["carrier_solution"] = flags >> 6
         s["satellites_used"] = num_sv
         s["pdop"] = p_dop * 0.01
-        s["h_acc_m"] = h_acc * 1e-3
-        s["v_acc_m"] = v_acc * 1e-3
-        s["speed_acc_mps"] = s_acc * 1e-3
-        s["heading_acc_deg"] = head_acc * 1e-5
-        s["message"] = 1
+        _store_fix(s, 1, ok, itow, fix_type, flags, (lat, lon, height, h_msl, g_speed, head_mot))
+        _store_accuracy(s, h_acc, v_acc, s_acc, head_acc)
         if ok:
-            s["lat_deg"] = lat * 1e-7
-            s["lon_deg"] = lon * 1e-7
-            s["height_m"] = height * 1e-3
-            s["alt_msl_m"] = h_msl * 1e-3
-            s["speed_mps"] = g_speed * 1e-3
-            s["course_deg"] = head_mot * 1e-5
             s["vel_n_mps"] = vel_n * 1e-3
             s["vel_e_mps"] = vel_e * 1e-3
             s["vel_d_mps"] = vel_d * 1e-3
         else:
-            for name in ("lat_deg", "lon_deg", "height_m", "alt_msl_m", "speed_mps", "course_deg"):
-                s[name] = _NAN
             s["vel_n_mps"] = s["vel_e_mps"] = s["vel_d_mps"] = _NAN
         return Decoded(values=dict(s), source_time_ns=time_ns)
 
@@ -346,26 +331,40 @@ class UbxDecoder:
         s = self._state
         time_ns = self._time((year, month, day, hour, minute, sec, nano), valid, itow)
         ok = bool(flags & 0x01) and 0 < fix_type < 5
-        s["itow_ms"] = itow
-        s["fix_type"] = fix_type if fix_type <= 5 else 0
-        s["fix_mode"] = _FIX_MODE[fix_type] if ok else 1
-        s["fix_ok"] = bool(flags & 0x01)
-        s["h_acc_m"] = h_acc * 1e-3
-        s["v_acc_m"] = v_acc * 1e-3
-        s["speed_acc_mps"] = s_acc * 1e-3
-        s["heading_acc_deg"] = head_acc * 1e-5
-        s["message"] = 2
-        if ok:
-            s["lat_deg"] = lat * 1e-7
-            s["lon_deg"] = lon * 1e-7
-            s["height_m"] = height * 1e-3
-            s["alt_msl_m"] = h_msl * 1e-3
-            s["speed_mps"] = g_speed * 1e-3
-            s["course_deg"] = head_mot * 1e-5
-        else:
-            for name in ("lat_deg", "lon_deg", "height_m", "alt_msl_m", "speed_mps", "course_deg"):
-                s[name] = _NAN
+        _store_fix(s, 2, ok, itow, fix_type, flags, (lat, lon, height, h_msl, g_speed, head_mot))
+        _store_accuracy(s, h_acc, v_acc, s_acc, head_acc)
         return Decoded(values=dict(s), source_time_ns=time_ns)
+
+
+#: The position fields NAV-PVT and HNR-PVT share, and their scales to degrees, metres, m/s.
+_FIX_FIELDS = (
+    ("lat_deg", 1e-7),
+    ("lon_deg", 1e-7),
+    ("height_m", 1e-3),
+    ("alt_msl_m", 1e-3),
+    ("speed_mps", 1e-3),
+    ("course_deg", 1e-5),
+)
+
+
+def _store_fix(
+    s: dict[str, Any], message: int, ok: bool, itow: int, fix_type: int, flags: int, raw: tuple[int, ...]
+) -> None:
+    """The fix of a NAV-PVT (``message`` 1) or HNR-PVT (2) into the held values; NaN without one."""
+    s["itow_ms"] = itow
+    s["fix_type"] = fix_type if fix_type <= 5 else 0
+    s["fix_mode"] = _FIX_MODE[fix_type] if ok else 1
+    s["fix_ok"] = bool(flags & 0x01)
+    s["message"] = message
+    for (name, scale), value in zip(_FIX_FIELDS, raw, strict=True):
+        s[name] = value * scale if ok else _NAN
+
+
+def _store_accuracy(s: dict[str, Any], h_acc: int, v_acc: int, s_acc: int, head_acc: int) -> None:
+    s["h_acc_m"] = h_acc * 1e-3
+    s["v_acc_m"] = v_acc * 1e-3
+    s["speed_acc_mps"] = s_acc * 1e-3
+    s["heading_acc_deg"] = head_acc * 1e-5
 
 
 #: Called with each configuration-conversation frame (ACK, NAK, MON-VER): ``(class, id, payload)``.
