@@ -78,9 +78,14 @@ def test_cli_and_sigusr1_markers_and_a_triggered_group(tmp_path: Path) -> None:
                 def racing() -> bool:
                     # The simulated game's grid is a session of its own (0.5 s at ten times): a
                     # marker asked for in it is dropped when it ends before the marker's tick is
-                    # written (markers_dropped). Mark in the race, the session after it.
+                    # written (markers_dropped). Mark in the race, the session after it, once its
+                    # first lap is done: the marker then falls inside a timed lap (before the
+                    # first line crossing it belongs to none, as a loaded run once showed).
                     forza = d.status()["recorder"]["groups"]["forza"]
-                    return bool(forza["in_session"] and forza["sessions"] >= 2)
+                    laps = forza.get("derived", {}).get("laps", {})
+                    return bool(
+                        forza["in_session"] and forza["sessions"] >= 2 and laps.get("lap_count", 0) >= 1
+                    )
 
                 wait_for(racing, "forza recording the race")
                 marked = run_cli("mark", "pit entry", "--url", url)
