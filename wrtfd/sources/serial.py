@@ -29,7 +29,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 import serial
@@ -40,7 +40,14 @@ from wrtfd.decoders.lines import LineFeed
 from wrtfd.errors import SourceError
 from wrtfd.sources.base import RawSink, SampleSink, SinkFull, SourceState, SourceStats
 
-__all__ = ["SerialLineSource", "SerialLink", "SerialSettings", "SerialSourceBase", "resolve_device"]
+__all__ = [
+    "FeedSourceBase",
+    "SerialLineSource",
+    "SerialLink",
+    "SerialSettings",
+    "SerialSourceBase",
+    "resolve_device",
+]
 
 log = logging.getLogger("wrtfd.sources.serial")
 
@@ -305,7 +312,41 @@ class SerialSourceBase:
             self._link.close()
 
 
-class SerialLineSource(SerialSourceBase):
+class _Feed(Protocol):
+    def reset(self) -> None: ...
+
+    def feed(self, now_ns: int, data: bytes, sink: SampleSink) -> tuple[int, int]: ...
+
+
+_FeedT = TypeVar("_FeedT", bound=_Feed)
+
+
+class FeedSourceBase(SerialSourceBase, Generic[_FeedT]):
+    """A serial source whose bytes go through one feed (a framer and its decoder): reads are
+    tapped, counted and fed the same way for line and binary protocols alike."""
+
+    feed: _FeedT
+
+    def _reset(self) -> None:
+        self.feed.reset()
+
+    def _on_data(self, data: bytes) -> None:
+        stats = self.stats
+        now_ns = time.monotonic_ns()
+        raw = self.raw_sink
+        if raw is not None:
+            raw(now_ns, None, None, data)
+        stats.bytes += len(data)
+        if stats.state is not SourceState.RECEIVING:
+            self._set_state(SourceState.RECEIVING)
+        frames, samples = self.feed.feed(now_ns, data, self._sink)
+        if frames:
+            stats.received += frames
+            stats.samples += samples
+            stats.last_rx_ns = now_ns
+
+
+class SerialLineSource(FeedSourceBase[LineFeed]):
     """A line protocol (NMEA, SLCAN): frame lines, decode each, hand samples to the sink
     (:class:`~wrtfd.decoders.lines.LineFeed`, which a replay of the raw tap runs too).
 
@@ -338,24 +379,6 @@ class SerialLineSource(SerialSourceBase):
         self.open_commands = tuple(open_commands)
         self.close_commands = tuple(close_commands)
         self.command_gap_s = command_gap_s
-
-    def _reset(self) -> None:
-        self.feed.reset()
-
-    def _on_data(self, data: bytes) -> None:
-        stats = self.stats
-        now_ns = time.monotonic_ns()
-        raw = self.raw_sink
-        if raw is not None:
-            raw(now_ns, None, None, data)
-        stats.bytes += len(data)
-        if stats.state is not SourceState.RECEIVING:
-            self._set_state(SourceState.RECEIVING)
-        lines, samples = self.feed.feed(now_ns, data, self._sink)
-        if lines:
-            stats.received += lines
-            stats.samples += samples
-            stats.last_rx_ns = now_ns
 
     async def _session(self, link: SerialLink, sink: SampleSink) -> str:
         self._link = link

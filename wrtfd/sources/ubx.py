@@ -37,15 +37,15 @@ from wrtfd.decoders.ubx_config import (
     receiver_info,
 )
 from wrtfd.errors import DecodeError
-from wrtfd.sources.base import SampleSink, SourceState
-from wrtfd.sources.serial import SerialLink, SerialSettings, SerialSourceBase
+from wrtfd.sources.base import SampleSink
+from wrtfd.sources.serial import FeedSourceBase, SerialLink, SerialSettings
 
 __all__ = ["UbxSource"]
 
 log = logging.getLogger("wrtfd.sources.ubx")
 
 
-class UbxSource(SerialSourceBase):
+class UbxSource(FeedSourceBase[UbxFeed]):
     """Serial u-blox receiver: set it up on connect, then record NAV-PVT (and HNR-PVT).
 
     ``configure`` False records what the receiver sends without talking to it.
@@ -109,28 +109,10 @@ class UbxSource(SerialSourceBase):
 
     # -- receiving ---------------------------------------------------------------------------
 
-    def _reset(self) -> None:
-        self.feed.reset()
-
     def _on_control(self, msg_class: int, msg_id: int, payload: bytes) -> None:
         if len(self._control) < 64:
             self._control.append((msg_class, msg_id, payload))
         self._control_event.set()
-
-    def _on_data(self, data: bytes) -> None:
-        stats = self.stats
-        now_ns = time.monotonic_ns()
-        raw = self.raw_sink
-        if raw is not None:
-            raw(now_ns, None, None, data)
-        stats.bytes += len(data)
-        if stats.state is not SourceState.RECEIVING:
-            self._set_state(SourceState.RECEIVING)
-        frames, samples = self.feed.feed(now_ns, data, self._sink)
-        if frames:
-            stats.received += frames
-            stats.samples += samples
-            stats.last_rx_ns = now_ns
 
     # -- the conversation --------------------------------------------------------------------
 
