@@ -10,17 +10,14 @@ A second daemon then drives against a lap of the first recording (``reference = 
 
 from __future__ import annotations
 
-import json
 import math
-import signal
-import socket
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tests.e2e.test_daemon_harness import Daemon, free_port, recordings, run_cli, udp_source, wait_for
+from tests.e2e.test_daemon_harness import record_simulation, recordings
 from wrtfd.format import Reader
 
 pytestmark = pytest.mark.slow
@@ -35,31 +32,14 @@ SPEED_SCALE = 10.0
 def drive(tmp_path: Path, seed: int, laps: int, extra: str = "") -> tuple[dict[str, Any], np.ndarray]:
     """Record ``laps`` simulated laps through a real daemon; the simulator's summary and the frames'
     lap channels (every session, in order)."""
-    port, status_port = free_port(socket.SOCK_DGRAM), free_port()
-    out = tmp_path / "rec"
-    config = (
-        udp_source("forza", "forza", port, f'track = "{ROAD}"\nrcvbuf_bytes = 4194304\n{extra}')
-        + f'[recorder]\noutput_dir = "{out}"\nrate_hz = {RATE_HZ}\nclock = "source"\n'
-        + f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
+    summary, out = record_simulation(
+        tmp_path,
+        "forza",
+        *("--track", str(ROAD), "--laps", str(laps), "--seed", str(seed), "--speed-scale", str(SPEED_SCALE)),
+        source=f'track = "{ROAD}"\n{extra}',
+        recorder='clock = "source"\n',
+        rate_hz=RATE_HZ,
     )
-    d = Daemon(tmp_path, config, status_port=status_port).start()
-    try:
-        d.wait_ready()
-        sim = run_cli(
-            *("simulate", "--protocol", "forza", "--track", str(ROAD), "--to", f"127.0.0.1:{port}"),
-            *("--laps", str(laps), "--seed", str(seed), "--speed-scale", str(SPEED_SCALE), "--json"),
-        )
-        assert sim.returncode == 0, sim.stderr
-        summary = json.loads(sim.stdout)
-        assert summary["send_errors"] == 0
-        wait_for(
-            lambda: d.status()["sources"]["forza"]["received"] == summary["datagrams"],
-            "every datagram read by the daemon",
-        )
-        d.signal(signal.SIGTERM)
-        assert d.wait_exit() == 0, d.stderr
-    finally:
-        d.stop()
     files = recordings(out)
     assert len(files) == 1, files
     with Reader(files[0]) as r:

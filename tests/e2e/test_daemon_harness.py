@@ -282,6 +282,49 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "wrtfd", *args], capture_output=True, text=True, timeout=60)
 
 
+def record_simulation(
+    tmp_path: Path,
+    protocol: str,
+    *simulate_args: str,
+    source: str = "",
+    recorder: str = "",
+    more: str = "",
+    rate_hz: int = 60,
+) -> tuple[dict[str, Any], Path]:
+    """A real daemon records ``wrtfd simulate --protocol PROTOCOL SIMULATE_ARGS --json`` over
+    loopback UDP until it has read every datagram, then stops on SIGTERM.
+
+    ``source`` and ``recorder`` are options added to those tables, ``more`` tables after the rest.
+    Returns the simulator's summary and the recording directory.
+    """
+    port, status_port = free_port(socket.SOCK_DGRAM), free_port()
+    out = tmp_path / "rec"
+    config = (
+        udp_source(protocol, protocol, port, f"rcvbuf_bytes = 4194304\n{source}")
+        + f'[recorder]\noutput_dir = "{out}"\nrate_hz = {rate_hz}\n{recorder}'
+        + f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
+        + more
+    )
+    d = Daemon(tmp_path, config, status_port=status_port).start()
+    try:
+        d.wait_ready()
+        sim = run_cli(
+            "simulate", "--protocol", protocol, "--to", f"127.0.0.1:{port}", *simulate_args, "--json"
+        )
+        assert sim.returncode == 0, sim.stderr
+        summary: dict[str, Any] = json.loads(sim.stdout)
+        assert summary["send_errors"] == 0
+        wait_for(
+            lambda: d.status()["sources"][protocol]["received"] == summary["datagrams"],
+            "every datagram read by the daemon",
+        )
+        d.signal(signal.SIGTERM)
+        assert d.wait_exit() == 0, d.stderr
+    finally:
+        d.stop()
+    return summary, out
+
+
 def recordings(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.wrtf"))
 

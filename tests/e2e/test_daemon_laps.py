@@ -12,15 +12,13 @@ game's clock (``recorder.clock = "source"``).
 from __future__ import annotations
 
 import json
-import signal
-import socket
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tests.e2e.test_daemon_harness import Daemon, free_port, recordings, run_cli, udp_source, wait_for
+from tests.e2e.test_daemon_harness import record_simulation, recordings, run_cli
 from wrtfd.format import Reader
 
 pytestmark = pytest.mark.slow
@@ -34,41 +32,18 @@ TICK_S = 1 / RATE_HZ
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     tmp_path = tmp_path_factory.mktemp("daemon_laps")
-    port, status_port = free_port(socket.SOCK_DGRAM), free_port()
-    out = tmp_path / "rec"
-    config = (
-        udp_source("forza", "forza", port, f'track = "{OVAL}"\nrcvbuf_bytes = 4194304\n')
-        + f'[recorder]\noutput_dir = "{out}"\nrate_hz = {RATE_HZ}\n'
-        + f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
+    summary, out = record_simulation(
+        tmp_path,
+        "forza",
+        "--track",
+        str(OVAL),
+        "--laps",
+        "2",
+        "--seed",
+        "5",
+        source=f'track = "{OVAL}"\n',
+        rate_hz=RATE_HZ,
     )
-    d = Daemon(tmp_path, config, status_port=status_port).start()
-    try:
-        d.wait_ready()
-        sim = run_cli(
-            "simulate",
-            "--protocol",
-            "forza",
-            "--track",
-            str(OVAL),
-            "--to",
-            f"127.0.0.1:{port}",
-            "--laps",
-            "2",
-            "--seed",
-            "5",
-            "--json",
-        )
-        assert sim.returncode == 0, sim.stderr
-        summary = json.loads(sim.stdout)
-        assert summary["send_errors"] == 0
-        wait_for(
-            lambda: d.status()["sources"]["forza"]["received"] == summary["datagrams"],
-            "every datagram read by the daemon",
-        )
-        d.signal(signal.SIGTERM)
-        assert d.wait_exit() == 0, d.stderr
-    finally:
-        d.stop()
     files = recordings(out)
     assert len(files) == 1, files
     return summary, files[0]

@@ -6,14 +6,12 @@
 from __future__ import annotations
 
 import json
-import signal
-import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.test_daemon_harness import Daemon, free_port, recordings, run_cli, udp_source, wait_for
+from tests.e2e.test_daemon_harness import record_simulation, recordings, run_cli
 from wrtfd.format import Reader
 
 pytestmark = pytest.mark.slow
@@ -28,31 +26,14 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 
 def test_every_lap_of_the_file_is_one_record(tmp_path: Path) -> None:
-    port, status_port = free_port(socket.SOCK_DGRAM), free_port()
-    out = tmp_path / "rec"
-    config = (
-        udp_source("forza", "forza", port, f'track = "{OVAL}"\nrcvbuf_bytes = 4194304\n')
-        + f'[recorder]\noutput_dir = "{out}"\nrate_hz = {RATE_HZ}\nclock = "source"\n'
-        + '[recorder.metadata]\nDriver = "Ada"\n'
-        + f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
+    _, out = record_simulation(
+        tmp_path,
+        "forza",
+        *("--track", str(OVAL), "--laps", "3", "--speed-scale", "4", "--seed", "3"),
+        source=f'track = "{OVAL}"\n',
+        recorder='clock = "source"\n[recorder.metadata]\nDriver = "Ada"\n',
+        rate_hz=RATE_HZ,
     )
-    d = Daemon(tmp_path, config, status_port=status_port).start()
-    try:
-        d.wait_ready()
-        sim = run_cli(
-            *("simulate", "--protocol", "forza", "--track", str(OVAL), "--to", f"127.0.0.1:{port}"),
-            *("--laps", "3", "--speed-scale", "4", "--seed", "3", "--json"),
-        )
-        assert sim.returncode == 0, sim.stderr
-        summary = json.loads(sim.stdout)
-        wait_for(
-            lambda: d.status()["sources"]["forza"]["received"] == summary["datagrams"],
-            "every datagram read by the daemon",
-        )
-        d.signal(signal.SIGTERM)
-        assert d.wait_exit() == 0, d.stderr
-    finally:
-        d.stop()
     (path,) = recordings(out)
     records = _lines(out / "laps.jsonl")
     found = json.loads(run_cli("laps", str(path), "--track", str(OVAL), "--json").stdout)

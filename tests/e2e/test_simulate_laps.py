@@ -7,8 +7,6 @@ within one tick, and ``wrtfd plot`` renders the session."""
 from __future__ import annotations
 
 import json
-import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +15,7 @@ import anyio
 import numpy as np
 import pytest
 
-from tests.e2e.test_daemon_harness import Daemon, free_port, recordings, run_cli, udp_source, wait_for
+from tests.e2e.test_daemon_harness import record_simulation, recordings
 from wrtfd.decoders.forza import ForzaDecoder
 from wrtfd.format import Reader
 from wrtfd.recorder import LiveRecorder, RecorderPolicy, SourceSpec
@@ -176,42 +174,13 @@ def test_daemon_recording_redetected_after_the_fact(tmp_path: Path) -> None:
     """``wrtfd run`` (a real daemon subprocess, no track configured, following the game's clock)
     records an F1 feed sent ten times faster than real time; laps are found afterwards with
     ``wrtfd laps --track``, as when the live detection was off, with the simulator's times."""
-    port, status_port = free_port(socket.SOCK_DGRAM), free_port()
-    out = tmp_path / "rec"
-    config = (
-        udp_source("f1", "f1", port, "rcvbuf_bytes = 4194304\n")
-        + f'[recorder]\noutput_dir = "{out}"\nrate_hz = {RATE_HZ}\nclock = "source"\n'
-        + f"[status]\nport = {status_port}\n"
+    summary, out = record_simulation(
+        tmp_path,
+        "f1",
+        *("--track", str(KART), "--laps", "2", "--seed", "3", "--speed-scale", str(SPEED_SCALE)),
+        recorder='clock = "source"\n',
+        rate_hz=RATE_HZ,
     )
-    d = Daemon(tmp_path, config, status_port=status_port).start()
-    try:
-        d.wait_ready()
-        sim = run_cli(
-            "simulate",
-            "--protocol",
-            "f1",
-            "--track",
-            str(KART),
-            "--to",
-            f"127.0.0.1:{port}",
-            "--laps",
-            "2",
-            "--seed",
-            "3",
-            "--speed-scale",
-            str(SPEED_SCALE),
-            "--json",
-        )
-        assert sim.returncode == 0, sim.stderr
-        summary = json.loads(sim.stdout)
-        wait_for(
-            lambda: d.status()["sources"]["f1"]["received"] == summary["datagrams"],
-            "every datagram read by the daemon",
-        )
-        d.signal(signal.SIGTERM)
-        assert d.wait_exit() == 0, d.stderr
-    finally:
-        d.stop()
     files = recordings(out)
     assert len(files) == 1, files
     r = wrtfd("laps", str(files[0]), "--track", str(KART), "--json")
