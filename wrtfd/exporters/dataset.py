@@ -137,7 +137,7 @@ def _channel_names(table: str, members: list[tuple[int, Leaf]]) -> list[str]:
         path = lf.path[1:] if table != "frame" else lf.path
         name = "_".join(str(p) for p in path) or str(lf.path[0])
         if name in taken:
-            name = lf.column
+            name = f"{table}_{name}"
         while name in taken:
             name += "_"
         taken.add(name)
@@ -380,6 +380,7 @@ def build_dataset(
         recording, or none of them could be read (nothing is written then).
     :raises MissingDependencyError: pyarrow is not installed.
     """
+    require("pyarrow", extra="parquet", purpose="wrtfd dataset")
     paths = list(files) if files is not None else find_recordings(root)
     if out.exists() or out.is_symlink():
         if not overwrite:
