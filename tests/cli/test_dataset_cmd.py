@@ -126,7 +126,9 @@ def test_laps_table_equals_the_laps_command_and_the_simulator(folder: dict[str, 
         rel = d["path"].relative_to(rec).as_posix()
         laps = _file_laps(d["path"])
         # the simulator's own lap times: an oracle the timing code did not produce
-        assert [lap["time_s"] for _, lap in laps] == pytest.approx([t["time_s"] for t in d["truth"]], abs=TICK_S)
+        assert [lap["time_s"] for _, lap in laps] == pytest.approx(
+            [t["time_s"] for t in d["truth"]], abs=TICK_S
+        )
         with Reader(d["path"]) as r:
             starts = [s.time_base_us for s in r.sessions]
             rate = r.rate_hz
@@ -247,7 +249,9 @@ def test_a_file_of_another_tool_scalars_enums_and_text(folder: dict[str, Any]) -
     # partition's name, so the channel keeps its table's prefix
     assert [row["state"] for row in rows][:3] == ["pits", "racing", "7"]
     assert {row["frame_driver"] for row in rows} == {"Ayrton"}
-    assert {(row["track"], row["car"], row["driver"]) for row in rows} == {("iracing_track", "unknown", "unknown")}
+    assert {(row["track"], row["car"], row["driver"]) for row in rows} == {
+        ("iracing_track", "unknown", "unknown")
+    }
     assert all(row["lap"] is None and row["lap_distance_m"] is None for row in rows)
 
 
@@ -267,9 +271,7 @@ def test_the_documented_queries(folder: dict[str, Any]) -> None:
             per.setdefault(who, []).append(lap["sectors_s"])
             completed[(d["path"].relative_to(rec).as_posix(), session, lap["lap"])] = who  # type: ignore[index]
     rows = _sql(out, best_sectors)
-    want = [
-        (who, k + 1, min(s[k] for s in laps)) for who, laps in sorted(per.items()) for k in range(3)
-    ]
+    want = [(who, k + 1, min(s[k] for s in laps)) for who, laps in sorted(per.items()) for k in range(3)]
     assert [(r["driver"], r["sector"]) for r in rows] == [(w, k) for w, k, _ in want]
     assert [r["best_s"] for r in rows] == pytest.approx([b for *_, b in want], abs=1e-6)
     assert {r["driver"] for r in rows} == {"Ada", "Bob", "(rig-c)"}
@@ -312,9 +314,13 @@ def test_track_option_times_laps_as_the_laps_command_does(folder: dict[str, Any]
         rel = d["path"].relative_to(folder["rec"]).as_posix()
         expected += [(rel, s, lap) for s, lap in _file_laps(d["path"], "--track", str(OVAL))]
     expected.sort(key=lambda e: (e[0].split("/")[0], e[0], e[1], e[2]["lap"]))
-    assert [(r["file"], r["session"], r["lap"]) for r in rows] == [(f, s, lap["lap"]) for f, s, lap in expected]
+    assert [(r["file"], r["session"], r["lap"]) for r in rows] == [
+        (f, s, lap["lap"]) for f, s, lap in expected
+    ]
     assert [r["time_s"] for r in rows] == pytest.approx([lap["time_s"] for *_, lap in expected], abs=1e-6)
-    assert [r["sectors_s"] for r in rows] == [pytest.approx(lap["sectors_s"], abs=1e-6) for *_, lap in expected]
+    assert [r["sectors_s"] for r in rows] == [
+        pytest.approx(lap["sectors_s"], abs=1e-6) for *_, lap in expected
+    ]
 
 
 def test_rerun_refuses_overwrites_only_a_dataset(folder: dict[str, Any], tmp_path: Path) -> None:
@@ -324,7 +330,9 @@ def test_rerun_refuses_overwrites_only_a_dataset(folder: dict[str, Any], tmp_pat
     before = _laps_table(out)
     again = run("dataset", str(folder["rec"]), "-o", str(out))
     assert again.returncode == 2
-    assert again.stderr.splitlines() == [f"wrtfd: error: {out} exists: give --overwrite to replace it, or another -o"]
+    assert again.stderr.splitlines() == [
+        f"wrtfd: error: {out} exists: give --overwrite to replace it, or another -o"
+    ]
     (out / "laps" / "stray.txt").write_text("from before")
     over = run("dataset", str(folder["rec"]), "-o", str(out), "--overwrite", "-q")
     assert over.returncode == 1, over.stderr

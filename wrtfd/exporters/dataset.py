@@ -92,7 +92,9 @@ def find_recordings(root: Path) -> list[Path]:
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        out.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(".wrtf") and not f.startswith("."))
+        out.extend(
+            Path(dirpath) / f for f in sorted(filenames) if f.endswith(".wrtf") and not f.startswith(".")
+        )
     return out
 
 
@@ -192,7 +194,9 @@ class _Builder:
         meta = r.metadata
         timing: FileTiming | None
         try:
-            timing = file_timing(r, track=self.track, circuit=self.circuit, source=self.source, lane=self.lane)
+            timing = file_timing(
+                r, track=self.track, circuit=self.circuit, source=self.source, lane=self.lane
+            )
         except TrackError as exc:
             timing = None
             self.report.untimed.append((name, str(exc)))
