@@ -264,12 +264,12 @@ def test_the_documented_queries(folder: dict[str, Any]) -> None:
     best_sectors, apex = _queries()
     # best sectors per driver, from each file's laps as `wrtfd laps` gives them
     per: dict[str, list[list[float]]] = {}
-    completed: dict[tuple[str, int], str] = {}
+    completed: dict[tuple[str, int, int], str] = {}
     for d in folder["drives"]:
         who = d["driver"] or f"({d['rig']})"
-        for session, lap in _file_laps(d["path"]):
-            per.setdefault(who, []).append(lap["sectors_s"])
-            completed[(d["path"].relative_to(rec).as_posix(), session, lap["lap"])] = who  # type: ignore[index]
+        for session, found in _file_laps(d["path"]):
+            per.setdefault(who, []).append(found["sectors_s"])
+            completed[(d["path"].relative_to(rec).as_posix(), session, found["lap"])] = who
     rows = _sql(out, best_sectors)
     want = [(who, k + 1, min(s[k] for s in laps)) for who, laps in sorted(per.items()) for k in range(3)]
     assert [(r["driver"], r["sector"]) for r in rows] == [(w, k) for w, k, _ in want]
@@ -282,12 +282,12 @@ def test_the_documented_queries(folder: dict[str, Any]) -> None:
     speeds: dict[str, list[float]] = {}
     for d in folder["drives"]:
         rel = d["path"].relative_to(rec).as_posix()
-        with Reader(d["path"]) as r:
-            for i in range(len(r.sessions)):
-                f = r.frames(i)
+        with Reader(d["path"]) as rd:
+            for i in range(len(rd.sessions)):
+                f = rd.frames(i)
                 lap_no, dist = f["laps"]["lap_number"].astype(int), f["laps"]["lap_distance"].astype(float)
                 for lap in sorted({int(n) for n in lap_no}):
-                    who = completed.get((rel, i, lap))  # type: ignore[call-overload]
+                    who = completed.get((rel, i, lap))
                     if who is None:
                         continue
                     idx = np.flatnonzero(lap_no == lap)

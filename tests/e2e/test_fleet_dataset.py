@@ -38,6 +38,10 @@ def _records(d: Daemon) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+def _has_laps(d: Daemon) -> bool:
+    return _records(d) >= 2
+
+
 def _all_sent(d: Daemon) -> bool:
     laps = fleet(d).get("laps") or {}
     return connected(d) and laps.get("pending_bytes") == 0 and laps.get("last_error") is None
@@ -81,7 +85,7 @@ def test_dataset_best_lap_per_driver_equals_the_fleet_leaderboard(tmp_path: Path
         for sim in sims:
             assert sim.wait(timeout=180) == 0
         for d in daemons.values():
-            wait_for(lambda d=d: _records(d) >= 2, f"{d.tmp_path.name}: its laps recorded", WAIT_S)
+            wait_for(functools.partial(_has_laps, d), f"{d.tmp_path.name}: its laps recorded", WAIT_S)
             wait_for(functools.partial(_all_sent, d), f"{d.tmp_path.name}: every lap record sent", WAIT_S)
             d.signal(signal.SIGTERM)
             assert d.wait_exit() == 0, d.stderr

@@ -73,9 +73,8 @@ def _run(args: argparse.Namespace) -> int:
     for name, why in report.untimed:
         sys.stderr.write(f"{name}: no laps: {why}\n")
     frames = ", ".join(f"{t} {n}" for t, n in sorted(report.frames.items())) or "none"
-    sys.stderr.write(
-        f"wrote {args.output}: {report.read} of {report.files} file(s), {report.laps} laps; frames: {frames}\n"
-    )
+    done = f"{report.read} of {report.files} file(s), {report.laps} laps"
+    sys.stderr.write(f"wrote {args.output}: {done}; frames: {frames}\n")
     if report.skipped:
         sys.stderr.write(f"{len(report.skipped)} file(s) skipped (unreadable): not in the dataset\n")
         return 1

@@ -19,7 +19,7 @@ import math
 import os
 import re
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,7 +89,7 @@ class DatasetReport:
 def find_recordings(root: Path) -> list[Path]:
     """Every ``*.wrtf`` below ``root``, in path order, leaving out hidden names (a collect's
     ``.part`` downloads, ``.fleet``)."""
-    out = []
+    out: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         out.extend(
@@ -169,7 +169,7 @@ class _Builder:
         self.lane = lane
         self.progress = progress
         self.report = DatasetReport()
-        self.lap_rows: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        self.lap_rows: dict[tuple[str, ...], list[dict[str, Any]]] = {}
 
     def _rig(self, rel: Path) -> str:
         return rel.parts[0] if len(rel.parts) > 1 else self.root.resolve().name
@@ -254,7 +254,7 @@ class _Builder:
 
     @staticmethod
     def _stale_sources(frame_dtype: np.dtype[Any]) -> set[str]:
-        fields = frame_dtype.fields or {}
+        fields: Mapping[str, Any] = frame_dtype.fields or {}
         stale = fields.get("stale")
         return set(stale[0].names or ()) if stale is not None else set()
 
