@@ -375,3 +375,28 @@ def test_without_pyarrow_one_line(folder: dict[str, Any], tmp_path: Path) -> Non
     assert done.returncode == 2
     assert done.stderr == "wrtfd: error: wrtfd dataset needs pyarrow: install wrtfd[parquet]\n"
     assert not (tmp_path / "ds").exists()
+
+
+def test_a_file_cut_short_is_read_as_far_as_its_frames_are_whole(
+    folder: dict[str, Any], tmp_path: Path
+) -> None:
+    """A recording whose writer was killed (no footer, a torn frame at the end): its whole frames."""
+    rec = tmp_path / "rec" / "rig-a"
+    rec.mkdir(parents=True)
+    data = folder["drives"][0]["path"].read_bytes()
+    cut = rec / "cut.wrtf"
+    cut.write_bytes(data[: len(data) * 2 // 3 + 7])
+    with Reader(cut) as r:
+        whole = [len(r.verified_frames(i)[0]) for i in range(len(r.sessions))]
+    assert sum(whole) > 0
+    out = tmp_path / "ds"
+    done = run("dataset", str(tmp_path / "rec"), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = _sql(
+        out,
+        "SELECT session, count(*) AS n FROM read_parquet('OUT/frames/forza/**/*.parquet',"
+        " hive_partitioning = true) GROUP BY session ORDER BY session",
+    )
+    assert [(r["session"], r["n"]) for r in rows] == [(i, n) for i, n in enumerate(whole) if n]
+    laps = _laps_table(out)
+    assert [r["lap"] for r in laps] == [lap["lap"] for _, lap in _file_laps(cut)]
