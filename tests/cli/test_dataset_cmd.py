@@ -400,3 +400,47 @@ def test_a_file_cut_short_is_read_as_far_as_its_frames_are_whole(
     assert [(r["session"], r["n"]) for r in rows] == [(i, n) for i, n in enumerate(whole) if n]
     laps = _laps_table(out)
     assert [r["lap"] for r in laps] == [lap["lap"] for _, lap in _file_laps(cut)]
+
+
+def test_gnss_laps_and_their_frames(tmp_path: Path) -> None:
+    """A track day's GNSS recording (the circuit in its metadata): laps as ``wrtfd laps`` times
+    them and near the car's true ones; each frame's lap is the lap its time falls in."""
+    from tests.tracks.sim_recording import gnss_recording
+
+    pytest.importorskip("pyproj")
+    rec = tmp_path / "rec" / "kart-1"
+    rec.mkdir(parents=True)
+    path, truth = gnss_recording(rec)
+    (rec / "sim.nmea").unlink()
+    out = tmp_path / "ds"
+    done = run("dataset", str(tmp_path / "rec"), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    laps = _laps_table(out)
+    listed = _file_laps(path)
+    assert [(row["session"], row["lap"]) for row in laps] == [(s, lap["lap"]) for s, lap in listed]
+    assert [row["time_s"] for row in laps] == pytest.approx([lap["time_s"] for _, lap in listed], abs=1e-6)
+    true_times = {int(t["lap"]): float(t["time_s"]) for t in truth}  # type: ignore[call-overload, arg-type]
+    for row in laps:
+        assert row["time_s"] == pytest.approx(true_times[row["lap"]], abs=0.2)  # 10 Hz fixes, 1 m of error
+    (track,) = {row["track"] for row in laps}
+    assert track != "unknown" and {row["driver"] for row in laps} == {"unknown"}
+    assert sorted(p.name for p in (out / "frames").iterdir()) == ["gps", "laps"]  # the source, the live laps
+    table = "gps"
+    frames = _sql(
+        out,
+        f"SELECT session, tick, lap, lap_distance_m FROM read_parquet('OUT/frames/{table}/**/*.parquet',"
+        " hive_partitioning = true) ORDER BY session, tick",
+    )
+    with Reader(path) as rd:
+        rate = rd.rate_hz
+    for lap in laps:
+        inside = [f for f in frames if f["session"] == lap["session"] and f["lap"] == lap["lap"]]
+        ticks = [f["tick"] for f in inside]
+        # the frames of the lap: from its first tick to its last (a fix's time, not the frame's,
+        # places the crossing: a frame or so of slack at either end)
+        assert (
+            abs(min(ticks) - lap["first_tick"]) <= rate // 5
+            and abs(max(ticks) - lap["last_tick"]) <= rate // 5
+        )
+        dist = [f["lap_distance_m"] for f in inside]
+        assert dist == sorted(dist) and 0 <= dist[0] < 30 and dist[-1] > 1000  # road.trk: km-long laps

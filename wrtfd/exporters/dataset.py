@@ -218,7 +218,7 @@ class _Builder:
             lap_no = lap_dist = None
             if timing is not None:
                 try:
-                    timed = time_session(r, i, timing)
+                    timed = time_session(r, i, timing, per_frame=True)
                 except TrackError as exc:
                     if i == 0 or not any(u[0] == name for u in self.report.untimed):
                         self.report.untimed.append((name, str(exc)))

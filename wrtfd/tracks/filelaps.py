@@ -42,7 +42,7 @@ class FileTiming:
 class TimedSession:
     laps: list[Lap]
     #: Per frame of ``reader.frames(i)``: the lap number (0 before the first crossing) and the
-    #: distance from the line, m; None where the timing gives none (GNSS laps).
+    #: distance from the line, m; None for GNSS laps unless asked (``per_frame``).
     lap_number: npt.NDArray[np.int64] | None
     lap_distance_m: npt.NDArray[np.float64] | None
 
@@ -67,8 +67,9 @@ def file_timing(
     return FileTiming(track, circuit, recorded_timing_sectors(reader.metadata), source, lane)
 
 
-def time_session(reader: Reader, i: int, timing: FileTiming) -> TimedSession:
-    """The completed laps of session ``i`` (and, but for GNSS laps, each frame's lap and distance).
+def time_session(reader: Reader, i: int, timing: FileTiming, *, per_frame: bool = False) -> TimedSession:
+    """The completed laps of session ``i`` and each frame's lap and distance (for GNSS laps only
+    ``per_frame``: they take a second pass over the fixes).
 
     :raises TrackError: nothing to time the laps with (no positions, lap channels or fixes).
     """
@@ -76,7 +77,12 @@ def time_session(reader: Reader, i: int, timing: FileTiming) -> TimedSession:
     times = (reader.frame_times_us(i) - reader.sessions[i].time_base_us) / 1e6
     if timing.circuit is not None:
         laps, _ = gnss_session_laps(frames, times, timing.circuit, source=timing.source)
-        return TimedSession(list(laps), None, None)
+        if not per_frame:
+            return TimedSession(list(laps), None, None)
+        from wrtfd.tracks.gnssanalysis import gnss_session_analysis
+
+        each = gnss_session_analysis(frames, times, timing.circuit, source=timing.source)
+        return TimedSession(list(laps), each.lap_number, each.lap_distance_m)
     if timing.track is None and "laps" not in (frames.dtype.names or ()) and has_gnss(frames, timing.source):
         raise TrackError(
             "this GNSS recording has no lap channels and no known circuit near its first fix;"
