@@ -444,3 +444,40 @@ def test_gnss_laps_and_their_frames(tmp_path: Path) -> None:
         )
         dist = [f["lap_distance_m"] for f in inside]
         assert dist == sorted(dist) and 0 <= dist[0] < 30 and dist[-1] > 1000  # road.trk: km-long laps
+
+
+def test_frames_failing_the_check_are_left_out_and_said(folder: dict[str, Any], tmp_path: Path) -> None:
+    """A byte flipped in one frame (a bad sector): the frames its check covers are left out, as
+    ``wrtfd export`` leaves them out; one line says so, exit 1; every other frame is there."""
+    rec = tmp_path / "rec" / "rig-a"
+    rec.mkdir(parents=True)
+    data = bytearray(folder["drives"][0]["path"].read_bytes())
+    with Reader(folder["drives"][0]["path"]) as r:
+        sess = r.sessions[1]
+        size = r.schema.frame_dtype.itemsize
+        speed_at = (
+            r.schema.frame_dtype.fields["forza"][1]
+            + r.schema.frame_dtype.fields["forza"][0].fields["speed"][1]
+        )  # type: ignore[index]
+    data[sess.frames_offset + 500 * size + speed_at] ^= 0x40
+    bad = rec / "flipped.wrtf"
+    bad.write_bytes(bytes(data))
+    with Reader(bad) as r:
+        kept = [len(r.verified_frames(i)[0]) for i in range(len(r.sessions))]
+        totals = [s.frame_count for s in r.sessions]
+    assert kept[1] < totals[1] and kept[0] == totals[0]  # the check sees the flip
+    out = tmp_path / "ds"
+    done = run("dataset", str(tmp_path / "rec"), "-o", str(out))
+    assert done.returncode == 1, done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("[1/1]")]
+    lost = totals[1] - kept[1]
+    assert f"{lost} frame(s) that fail the frame check were left out; first: session 1" in line
+    assert f"{lost} frame(s) that fail the frame check left out" in done.stderr.splitlines()
+    rows = _sql(
+        out,
+        "SELECT session, count(*) AS n FROM read_parquet('OUT/frames/forza/**/*.parquet',"
+        " hive_partitioning = true) GROUP BY session ORDER BY session",
+    )
+    assert [(row["session"], row["n"]) for row in rows] == list(enumerate(kept))
+    marker = json.loads((out / "_wrtfd_dataset.json").read_text())
+    assert marker["frames_failing_the_check"] == lost

@@ -9,9 +9,10 @@ the rig) becomes rows of two kinds of table, Hive-partitioned ``track=/car=/driv
 
 Laps are timed as ``wrtfd laps FILE`` times them: with --track re-detected from the positions,
 else from the recorded lap channels (or GNSS fixes on a circuit). Progress goes to stderr, one
-line a file. A file that cannot be read is skipped with one line saying why. Exit 0: every file
-read; 1: the dataset was written without the files skipped; 2: nothing could be read, OUT exists
-(without --overwrite), bad usage. OUT appears whole or not at all (built beside it, renamed).
+line a file. A file that cannot be read is skipped with one line saying why; frames that fail
+the frame check are left out, as ``wrtfd export`` leaves them. Exit 0: every file and frame read;
+1: the dataset was written without the files skipped or the frames left out; 2: nothing could be
+read, OUT exists (without --overwrite), bad usage. OUT appears whole or not at all (built beside it, renamed).
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def _run(args: argparse.Namespace) -> int:
     frames = ", ".join(f"{t} {n}" for t, n in sorted(report.frames.items())) or "none"
     done = f"{report.read} of {report.files} file(s), {report.laps} laps"
     sys.stderr.write(f"wrote {args.output}: {done}; frames: {frames}\n")
+    if report.dropped:
+        sys.stderr.write(f"{report.dropped} frame(s) that fail the frame check left out\n")
     if report.skipped:
         sys.stderr.write(f"{len(report.skipped)} file(s) skipped (unreadable): not in the dataset\n")
-        return 1
-    return 0
+    return 1 if report.skipped or report.dropped else 0

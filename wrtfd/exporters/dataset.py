@@ -14,6 +14,7 @@ into place at the end: an error leaves no half dataset under its name.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -30,9 +31,9 @@ from wrtfd import __version__
 from wrtfd._optional import require
 from wrtfd.errors import FormatError, TrackError, WrtfdError
 from wrtfd.format.check import CHECK_FIELD
-from wrtfd.format.columns import export_leaves, iter_columns
+from wrtfd.format.columns import Dropped, export_leaves, iter_columns
 from wrtfd.format.markers import MARKER_FIELD
-from wrtfd.format.reader import Reader
+from wrtfd.format.reader import Reader, describe_dropped
 from wrtfd.format.schema import Leaf
 from wrtfd.tracks.circuit import Circuit
 from wrtfd.tracks.filelaps import FileTiming, file_timing, time_session
@@ -59,6 +60,8 @@ MAX_PARTITION = 100
 #: Columns every frames table has before the channels.
 FRAME_COLUMNS = ("rig", "file", "session", "tick", "time_us", "lap", "lap_distance_m", "stale")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+#: Errors of the disk the dataset is written to: they stop the run instead of skipping a file.
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 
 Progress = Callable[[str], None]
 
@@ -82,6 +85,8 @@ class DatasetReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     laps: int = 0
     frames: dict[str, int] = field(default_factory=dict)
+    #: Frames left out because they fail the frame check (as ``wrtfd export`` leaves them out).
+    dropped: int = 0
     #: Files read whose laps could not be timed (no lap channels, positions or fixes), and why.
     untimed: list[tuple[str, str]] = field(default_factory=list)
 
@@ -170,23 +175,46 @@ class _Builder:
         self.progress = progress
         self.report = DatasetReport()
         self.lap_rows: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        # the file being added: what it wrote, its laps, its frames failing the check, its rows
+        self._written: list[Path] = []
+        self._laps: list[tuple[tuple[str, ...], dict[str, Any]]] = []
+        self._dropped: Dropped = []
+        self._frames_of: dict[str, int] = {}
 
     def _rig(self, rel: Path) -> str:
         return rel.parts[0] if len(rel.parts) > 1 else self.root.resolve().name
 
     def add_file(self, path: Path, k: int, n: int) -> None:
+        """Add one recording; a file that cannot be read leaves nothing in the dataset."""
         rel = path.relative_to(self.root)
         name = rel.as_posix()
+        self._written, self._laps, self._dropped, self._frames_of = [], [], [], {}
         try:
             with Reader(path) as r:
                 frames, laps = self._read(r, rel)
-        except (WrtfdError, OSError, ValueError) as exc:
-            reason = str(exc) if not isinstance(exc, OSError) else (exc.strerror or str(exc))
+        except Exception as exc:
+            if isinstance(exc, OSError) and exc.errno in _OUTPUT_ERRNOS:
+                raise  # the dataset's disk, not the recording
+            for p in self._written:
+                p.unlink(missing_ok=True)
+            self.report.untimed = [u for u in self.report.untimed if u[0] != name]
+            if isinstance(exc, WrtfdError):
+                reason = str(exc)
+            elif isinstance(exc, OSError):
+                reason = exc.strerror or str(exc)
+            else:  # a file no check caught: say what broke, not where in wrtfd
+                reason = f"{type(exc).__name__}: {exc}"
             self.report.skipped.append((name, reason))
             self.progress(f"[{k}/{n}] {name}: skipped: {reason}")
             return
+        for part, row in self._laps:
+            self.lap_rows.setdefault(part, []).append(row)
         self.report.read += 1
-        self.progress(f"[{k}/{n}] {name}: {frames} frames, {laps} laps")
+        for table, rows in self._frames_of.items():
+            self.report.frames[table] = self.report.frames.get(table, 0) + rows
+        note = f"; {describe_dropped(self._dropped)}" if self._dropped else ""
+        self.report.dropped += sum(f.frames for _, f in self._dropped)
+        self.progress(f"[{k}/{n}] {name}: {frames} frames, {laps} laps{note}")
 
     def _read(self, r: Reader, rel: Path) -> tuple[int, int]:
         rig = self._rig(rel)
@@ -227,26 +255,29 @@ class _Builder:
                     lap_no, lap_dist = timed.lap_number, timed.lap_distance_m
                     rate = r.rate_hz
                     for lap in timed.laps:
-                        self.lap_rows.setdefault(part, []).append(
-                            {
-                                "rig": rig,
-                                "file": name,
-                                "session": i,
-                                "session_start_us": int(sess.time_base_us),
-                                "lap": int(lap.number),
-                                "time_s": round(float(lap.time_s), 6),
-                                "sectors_s": [round(float(s), 6) for s in lap.sector_times_s],
-                                "valid": getattr(lap, "valid", None),
-                                "start_s": round(float(lap.start_s), 6),
-                                "end_s": round(float(lap.end_s), 6),
-                                "first_tick": math.ceil(lap.start_s * rate - 1e-6),
-                                "last_tick": math.ceil(lap.end_s * rate - 1e-6) - 1,
-                                "rate_hz": int(rate),
-                                "session_type": _header_text(hdr, "session_type"),
-                                "track_name": names["track"],
-                                "car_name": names["car"],
-                                "driver_name": names["driver"],
-                            }
+                        self._laps.append(
+                            (
+                                part,
+                                {
+                                    "rig": rig,
+                                    "file": name,
+                                    "session": i,
+                                    "session_start_us": int(sess.time_base_us),
+                                    "lap": int(lap.number),
+                                    "time_s": round(float(lap.time_s), 6),
+                                    "sectors_s": [round(float(s), 6) for s in lap.sector_times_s],
+                                    "valid": getattr(lap, "valid", None),
+                                    "start_s": round(float(lap.start_s), 6),
+                                    "end_s": round(float(lap.end_s), 6),
+                                    "first_tick": math.ceil(lap.start_s * rate - 1e-6),
+                                    "last_tick": math.ceil(lap.end_s * rate - 1e-6) - 1,
+                                    "rate_hz": int(rate),
+                                    "session_type": _header_text(hdr, "session_type"),
+                                    "track_name": names["track"],
+                                    "car_name": names["car"],
+                                    "driver_name": names["driver"],
+                                },
+                            )
                         )
                         n_laps += 1
             n_frames += self._frames(r, i, rig, name, part, groups, stale_names, lap_no, lap_dist)
@@ -278,7 +309,7 @@ class _Builder:
         rows = 0
         stale_all = r.frames(i)["stale"] if stale_names else None
         try:
-            for _, cols in iter_columns(r, session=i):
+            for _, cols in iter_columns(r, session=i, dropped=self._dropped):
                 ticks = np.asarray(cols[1], dtype=np.int64)
                 n = len(ticks)
                 if n == 0:
@@ -323,9 +354,10 @@ class _Builder:
                     if w is None:
                         target = self.out / "frames" / partition_value(table) / where / stem
                         target.parent.mkdir(parents=True, exist_ok=True)
+                        self._written.append(target)
                         w = writers[table] = self.pq.ParquetWriter(target, chunk.schema)
                     w.write_table(chunk)
-                    self.report.frames[table] = self.report.frames.get(table, 0) + n
+                    self._frames_of[table] = self._frames_of.get(table, 0) + n
                 rows += n
         finally:
             for w in writers.values():
@@ -421,6 +453,7 @@ def build_dataset(
             "skipped": [{"file": f, "reason": why} for f, why in b.report.skipped],
             "laps": b.report.laps,
             "frames": b.report.frames,
+            "frames_failing_the_check": b.report.dropped,
             "track_file": track.name if track else None,
         }
         (work / MARKER_FILE).write_text(json.dumps(doc, indent=2) + "\n")
