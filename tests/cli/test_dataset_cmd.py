@@ -458,10 +458,8 @@ def test_frames_failing_the_check_are_left_out_and_said(folder: dict[str, Any], 
     with Reader(folder["drives"][0]["path"]) as r:
         sess = r.sessions[1]
         size = r.schema.frame_dtype.itemsize
-        speed_at = (
-            r.schema.frame_dtype.fields["forza"][1]
-            + r.schema.frame_dtype.fields["forza"][0].fields["speed"][1]
-        )  # type: ignore[index]
+        forza: Any = r.schema.frame_dtype.fields["forza"]  # type: ignore[index]
+        speed_at = forza[1] + forza[0].fields["speed"][1]
     data[sess.frames_offset + 500 * size + speed_at] ^= 0x40
     bad = rec / "flipped.wrtf"
     bad.write_bytes(bytes(data))
