@@ -63,42 +63,29 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from wrtfd.errors import TrackError
     from wrtfd.format import Reader
     from wrtfd.format.markers import session_marker_rows
     from wrtfd.tracks import load_track
-    from wrtfd.tracks.analysis import recorded_timing_sectors, session_laps
-    from wrtfd.tracks.circuit import load_circuit, recorded_circuit
-    from wrtfd.tracks.gnsslaps import gnss_session_laps, has_gnss, nearest_circuit
+    from wrtfd.tracks.circuit import load_circuit
+    from wrtfd.tracks.filelaps import file_timing, time_session
 
     track = load_track(args.track) if args.track else None
     circuit = load_circuit(args.circuit) if args.circuit else None
     result: list[dict[str, Any]] = []
     with Reader(args.file) as r:
-        if circuit is None and track is None:
-            circuit = recorded_circuit(r.metadata, str(args.file))
-        if circuit is None and track is None and r.sessions:
-            circuit = nearest_circuit(r.frames(0), args.source, [args.circuits] if args.circuits else [])
+        timing = file_timing(
+            r,
+            track=track,
+            circuit=circuit,
+            source=args.source,
+            lane=args.lane,
+            circuit_dirs=[args.circuits] if args.circuits else [],
+        )
+        circuit = timing.circuit
         indices = range(len(r.sessions)) if args.session is None else [args.session]
-        sectors = recorded_timing_sectors(r.metadata)
         for i in indices:
             frames = r.frames(i)
-            times = (r.frame_times_us(i) - r.sessions[i].time_base_us) / 1e6
-            if circuit is not None:
-                found_laps, _ = gnss_session_laps(frames, times, circuit, source=args.source)
-            else:
-                if (
-                    track is None
-                    and "laps" not in (frames.dtype.names or ())
-                    and has_gnss(frames, args.source)
-                ):
-                    raise TrackError(
-                        "this GNSS recording has no lap channels and no known circuit near its first fix;"
-                        " give --circuit FILE (docs/circuits.md)"
-                    )
-                found_laps = session_laps(
-                    frames, times, track, source=args.source, lane=args.lane, sectors=sectors
-                ).laps
+            found_laps = time_session(r, i, timing).laps
             laps: list[dict[str, Any]] = [
                 {
                     "lap": lap.number,
