@@ -48,6 +48,7 @@ from wrtfd.sources.base import SampleSink, Source
 
 if TYPE_CHECKING:
     from wrtfd.recorder.live import LiveRecorder
+    from wrtfd.protocols import LapFacts
     from wrtfd.tracks.circuit import Circuit
     from wrtfd.tracks.gnsslaps import GnssFields, GnssLapChannels
     from wrtfd.tracks.lapchannels import LapChannels, PositionFields
@@ -405,7 +406,32 @@ def build_lap_channels(
         position=position,
         lane=src.track_lane,
         reference=reference,
+        facts=_lap_facts(src, definition),
     )
+
+
+def _lap_facts(src: SourceConfig, definition: Mapping[str, Any]) -> LapFacts | None:
+    """The protocol's lap validity and condition fields (renamed by ``mapping``), those of them
+    recorded as plain numbers; None when none is."""
+    from wrtfd.protocols import LapFacts, all_protocols
+
+    info = all_protocols().get(src.protocol)
+    facts = None if info is None else info.lap_facts
+    if facts is None:
+        return None
+    rename = src.mapping.rename
+    dtype = _recorded_channels(definition, "")  # already read once for the position fields
+
+    def recorded(name: str) -> str | None:
+        name = rename.get(name, name)
+        names = dtype.names or ()
+        return name if name in names and dtype[name].shape == () and dtype[name].kind in "fiub" else None
+
+    invalid = None if facts.invalid is None else recorded(facts.invalid)
+    conditions = {k: n for k, f in facts.conditions.items() if (n := recorded(f)) is not None}
+    if invalid is None and not conditions:
+        return None
+    return LapFacts(invalid, conditions, facts.weather)
 
 
 def build_gnss_laps(

@@ -1,0 +1,78 @@
+"""Lap validity and conditions in lap records end to end: a real daemon records ``wrtfd simulate
+--protocol f1 --invalid-lap 2`` (the game's currentLapInvalid set from half-way round lap 2);
+lap 2's record says ``valid: false``, the others ``true``, and each record's conditions are the
+Session packet's weather and temperatures as the file holds them over the lap's frames.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.test_daemon_harness import Daemon, free_port, recordings, run_cli, udp_source, wait_for
+from wrtfd.format import Reader
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+OVAL = REPO / "config" / "tracks" / "oval.trk"
+RATE_HZ = 60
+WEATHER = ("clear", "light cloud", "overcast", "light rain", "heavy rain", "storm")  # F1 Session spec
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_a_lap_the_game_marks_invalid_is_recorded_invalid(tmp_path: Path) -> None:
+    port, status_port = free_port(socket.SOCK_DGRAM), free_port()
+    out = tmp_path / "rec"
+    config = (
+        udp_source("f1", "f1", port, f'track = "{OVAL}"\nrcvbuf_bytes = 4194304\n')
+        + f'[recorder]\noutput_dir = "{out}"\nrate_hz = {RATE_HZ}\nclock = "source"\n'
+        + f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
+    )
+    d = Daemon(tmp_path, config, status_port=status_port).start()
+    try:
+        d.wait_ready()
+        sim = run_cli(
+            *("simulate", "--protocol", "f1", "--track", str(OVAL), "--to", f"127.0.0.1:{port}"),
+            *("--laps", "3", "--speed-scale", "6", "--seed", "5", "--invalid-lap", "2", "--json"),
+        )
+        assert sim.returncode == 0, sim.stderr
+        summary = json.loads(sim.stdout)
+        wait_for(
+            lambda: d.status()["sources"]["f1"]["received"] == summary["datagrams"],
+            "every datagram read by the daemon",
+        )
+        d.signal(signal.SIGTERM)
+        assert d.wait_exit() == 0, d.stderr
+    finally:
+        d.stop()
+    (path,) = recordings(out)
+    records = _lines(out / "laps.jsonl")
+    assert [r["lap"] for r in records][:3] == [1, 2, 3]
+    # the simulator's truth: lap 2 invalid, every other lap valid (the game said so of each)
+    assert [r["valid"] for r in records] == [r["lap"] != 2 for r in records]
+    with Reader(path) as r:
+        sessions = [r.frames(i).copy() for i in range(len(r.sessions))]
+    for rec in records:
+        frames = sessions[rec["session"]]
+        ticks = frames["tick"]
+        rows = frames["f1"][(ticks >= rec["first_tick"]) & (ticks <= rec["last_tick"])]
+        assert len(rows) > 0.9 * (rec["last_tick"] - rec["first_tick"] + 1)
+        # the flag the file holds: up in lap 2 (from half-way), never up late in the valid laps
+        late = rows["current_lap_invalid"][len(rows) // 4 :]
+        assert bool(late.any()) is (rec["lap"] == 2)
+        codes = set(rows["weather"].tolist())
+        assert len(codes) == 1
+        assert rec["conditions"] == {
+            "air_temp_c": pytest.approx(float(rows["air_temperature"].mean()), abs=0.051),
+            "track_temp_c": pytest.approx(float(rows["track_temperature"].mean()), abs=0.051),
+            "weather": WEATHER[codes.pop()],
+        }
