@@ -676,6 +676,14 @@ def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Pipel
     fleet = build_fleet(loaded, output_dir)
     if fleet is not None:
         hub.add(fleet)
+        meta = loaded.config.recorder.metadata
+        # the track the laps are timed on (a GNSS circuit once picked); the records say it later
+        timed_on = [b.laps.track.name for b in built if b.laps is not None] + [
+            b.gnss_laps.circuit.name
+            for b in built
+            if b.gnss_laps is not None and b.gnss_laps.circuit is not None
+        ]
+        fleet.team_hint(track=(timed_on or [meta.get("Track")])[0], driver=meta.get("Driver"))
     from wrtfd.daemon.laprecords import LapBook
     from wrtfd.fleet.config import default_rig
 
