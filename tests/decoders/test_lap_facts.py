@@ -48,3 +48,22 @@ def test_f1_lap_facts_fields_are_the_players_flag_and_the_sessions_conditions() 
     got = {key: session.values[field] for key, field in facts.conditions.items()}
     assert got == {"weather": 3, "track_temp_c": -2, "air_temp_c": 17}
     assert facts.weather[3] == "light rain"  # f1.md: weather 3
+
+
+def test_acc_lap_facts_fields_are_the_focused_cars_flag_and_the_weather() -> None:
+    from tests.decoders import acc_messages as m
+    from wrtfd.decoders.acc import AccDecoder
+
+    facts = all_protocols()["acc"].lap_facts
+    assert facts is not None and facts.invalid is not None
+    dec = AccDecoder()
+    rt = dec.decode(m.realtime(focused=7))  # ambient 21, track -3, clouds 4, rain 2, wet 7 (tenths)
+    assert rt is not None
+    got = {key: rt.values[field] for key, field in facts.conditions.items()}
+    assert got == {"air_temp_c": 21, "track_temp_c": -3, "clouds": 0.4, "rain": 0.2, "wetness": 0.7}
+    other = dec.decode(m.car_update(3, current=m.lap(60_000, 3, invalid=1)))
+    mine = dec.decode(m.car_update(7, current=m.lap(60_000, 7, invalid=1)))
+    assert mine is not None and mine.values[facts.invalid] == 1
+    assert other is None or other.values.get(facts.invalid, 0) == 0
+    clean = dec.decode(m.car_update(7, current=m.lap(60_000, 7, invalid=0)))
+    assert clean is not None and clean.values[facts.invalid] == 0
