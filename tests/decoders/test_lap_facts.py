@@ -17,7 +17,7 @@ PLAYER = 3
 def _lap_data(invalid: dict[int, int]) -> bytes:
     cars = b""
     for i in range(22):
-        fields = [0] * 33
+        fields: list[float] = [0] * 33
         fields[10:13] = [100.0, 100.0, 0.0]  # lapDistance, totalDistance, safetyCarDelta
         fields[13], fields[14] = i + 1, 2  # carPosition, currentLapNum
         fields[18] = invalid.get(i, 0)  # currentLapInvalid, offset 37

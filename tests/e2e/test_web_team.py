@@ -32,7 +32,9 @@ TRACK = load_track(OVAL).name
 START_US = 1_795_000_000_000_000
 
 
-def _lap(n: int, time_s: float, *, driver: str, car: str, track: str = TRACK, valid: bool | None = True) -> LapCompleted:
+def _lap(
+    n: int, time_s: float, *, driver: str, car: str, track: str = TRACK, valid: bool | None = True
+) -> LapCompleted:
     third = time_s / 3
     info = (("car", car), ("driver", driver), ("track", track))
     start = 40.0 * n
@@ -100,9 +102,7 @@ def _cli_rows(board: dict[str, Any]) -> list[list[str]]:
 
 def _page_rows(page: Any) -> list[list[str]]:
     rows = page.locator("#team tbody tr")
-    return [
-        [c.strip() for c in rows.nth(i).locator("td").all_inner_texts()] for i in range(rows.count())
-    ]
+    return [[c.strip() for c in rows.nth(i).locator("td").all_inner_texts()] for i in range(rows.count())]
 
 
 @pytest.mark.allow_leaks  # Playwright's executor thread, as in test_web_page
@@ -149,7 +149,10 @@ def test_team_panel_rows_are_the_fleet_leaderboard(browser: Any, tmp_path: Path)
         assert [r["driver"] for r in board["drivers"]] == ["Bob", "Ada", "Cy"]  # Bob's invalid 29.0 left out
         assert _page_rows(page) == _cli_rows(board)
         assert page.locator("#team-track").inner_text() == f"· {TRACK}"
-        assert page.locator("#team-me").inner_text() == f"Ada: P2 of 3, +{board['drivers'][1]['gap_s']:.3f} to the best"
+        assert (
+            page.locator("#team-me").inner_text()
+            == f"Ada: P2 of 3, +{board['drivers'][1]['gap_s']:.3f} to the best"
+        )
 
         # a faster lap of Ada's arrives: the panel moves her to the top, as the leaderboard does
         _publish(tmp_path / "later", server.url, "rig-a", [_lap(3, 30.5, driver="Ada", car="GT3")])

@@ -22,9 +22,14 @@ def rec(rid: str, driver: str | None, time_s: float, **kw: Any) -> bytes:
 def test_rank_is_the_leaderboard_cut_to_the_rows_with_my_place() -> None:
     board = TeamBoard("b", rows=2, rig="rig-9", driver="cy")
     subjects = {}
-    for i, (who, t, extra) in enumerate(
-        [("Ada", 30.0, {}), ("Bob", 29.5, {}), ("Cy", 31.0, {}), ("Bob", 28.0, {"valid": False}), ("Dee", 20.0, {"track": "Ring"})]
-    ):
+    laps: list[tuple[str, float, dict[str, Any]]] = [
+        ("Ada", 30.0, {}),
+        ("Bob", 29.5, {}),
+        ("Cy", 31.0, {}),
+        ("Bob", 28.0, {"valid": False}),
+        ("Dee", 20.0, {"track": "Ring"}),
+    ]
+    for i, (who, t, extra) in enumerate(laps):
         subjects[i] = f"$KV.b.rig-1.{i:024x}"
         board.add(subjects[i], rec(f"{i:024x}", who, t, **extra))
     board.add("$KV.b.x", b"not json")

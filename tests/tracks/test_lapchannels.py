@@ -156,7 +156,7 @@ def test_a_lap_is_invalid_when_the_game_flag_was_up_at_any_frame() -> None:
     def flag(lap: int, dist: float, t: float) -> bool:
         return (lap == 2 and 100.0 < dist < 104.0) or (lap == 3 and t < 0.3)
 
-    plug, sim_laps, _ = _f1_laps(flag)
+    plug, _, _ = _f1_laps(flag)
     assert [lap.number for lap in plug.laps] == [1, 2, 3]
     assert {n: v for n, (v, _) in plug.lap_facts.items()} == {1: True, 2: False, 3: True}
     # conditions: the means of the samples, the weather seen most over the lap, by name

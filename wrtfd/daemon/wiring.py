@@ -47,8 +47,8 @@ from wrtfd.recorder.observe import ObserverHub
 from wrtfd.sources.base import SampleSink, Source
 
 if TYPE_CHECKING:
-    from wrtfd.recorder.live import LiveRecorder
     from wrtfd.protocols import LapFacts
+    from wrtfd.recorder.live import LiveRecorder
     from wrtfd.tracks.circuit import Circuit
     from wrtfd.tracks.gnsslaps import GnssFields, GnssLapChannels
     from wrtfd.tracks.lapchannels import LapChannels, PositionFields
@@ -683,7 +683,7 @@ def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Pipel
             for b in built
             if b.gnss_laps is not None and b.gnss_laps.circuit is not None
         ]
-        fleet.team_hint(track=(timed_on or [meta.get("Track")])[0], driver=meta.get("Driver"))
+        fleet.team_hint(track=timed_on[0] if timed_on else meta.get("Track"), driver=meta.get("Driver"))
     from wrtfd.daemon.laprecords import LapBook
     from wrtfd.fleet.config import default_rig
 

@@ -137,7 +137,12 @@ class TeamBoard:
             ]
             for i, r in enumerate(board.rows, 1):
                 if r.driver.casefold() == self.me.casefold():
-                    view["me"] = {"pos": i, "driver": r.driver, "best_s": r.best_s, "gap_s": round(r.gap_s, 6)}
+                    view["me"] = {
+                        "pos": i,
+                        "driver": r.driver,
+                        "best_s": r.best_s,
+                        "gap_s": round(r.gap_s, 6),
+                    }
                     break
         self.updated_mono = time.monotonic()
         self._view = view

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from wrtfd.protocols._common import GEAR, SPEED
-from wrtfd.protocols._descriptor import Absent, LapFacts, MotecChannels, PositionFields, ProtocolInfo, Simulator
+from wrtfd.protocols._descriptor import (
+    Absent,
+    LapFacts,
+    MotecChannels,
+    PositionFields,
+    ProtocolInfo,
+    Simulator,
+)
 
 __all__ = ["PROTOCOLS"]
 

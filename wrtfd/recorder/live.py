@@ -421,7 +421,9 @@ class LiveRecorder:
             info = tuple(sorted((k, str(v)) for k, v in known.items() if isinstance(v, str) and v))
             start_s, end_s = float(lap.start_s), float(lap.end_s)
             facts = getattr(plugin, "lap_facts", None)
-            valid, conditions = facts.get(lap.number, (None, None)) if isinstance(facts, dict) else (None, None)
+            valid, conditions = (
+                facts.get(lap.number, (None, None)) if isinstance(facts, dict) else (None, None)
+            )
             hub.publish(
                 LapCompleted(
                     group=self.group,

@@ -19,8 +19,9 @@ and ``laps.best_lap_number``; to the file's metadata ``laps.timing_sectors_m`` a
 ``laps.lap_length_m`` (JSON numbers, as computed), from which ``wrtfd laps`` reads back the
 sector times the live page showed. Where the protocol's frame says it (its descriptor's
 ``lap_facts``), each completed lap also gets the game's validity and the conditions
-(:attr:`LapChannels.lap_facts`, read by the lap records; the rules in docs/lap-records.md). The delta (:mod:`wrtfd.tracks.delta`) is to the session's
-best lap so far, or to a recorded lap given as ``reference``; docs/laps.md says how it is measured.
+(:attr:`LapChannels.lap_facts`, read by the lap records; the rules in docs/lap-records.md).
+The delta (:mod:`wrtfd.tracks.delta`) is to the session's best lap so far, or to a recorded lap
+given as ``reference``; docs/laps.md says how it is measured.
 
 Game coordinates: Forza, F1, GT7 and Project CARS report world X, Y (up), Z, which are the
 track's x, y, z. LFS OutSim reports X right, Y forward, Z up, so the track's z is ``-pos_y``
