@@ -134,7 +134,7 @@ def register(subparsers: Any) -> None:
         action="append",
         default=[],
         metavar="N",
-        help="f1: the game marks lap N invalid from half-way round (currentLapInvalid); repeatable",
+        help="f1, acc: the game marks lap N invalid from half-way round (its current-lap flag); repeatable",
     )
     p.add_argument("--password", default="", help="acc: the connection password clients must give")
     p.add_argument(
@@ -394,6 +394,7 @@ def _serve(
         ai_cars=args.ai_cars,
         rate_hz=rate,
         track_data_delay_s=args.track_data_delay,
+        invalid_laps=frozenset(args.invalid_lap),
     )
     with socket.socket(family, socket.SOCK_DGRAM) as sock:
         try:
