@@ -134,6 +134,7 @@ class LapChannels:
     ) -> None:
         self.name = name
         self.facts = facts
+        self._f_flag = None if facts is None else facts.invalid
         self.source = source
         self.position = position
         self.track = track
@@ -175,15 +176,16 @@ class LapChannels:
         self._f_samples: dict[str, list[float]] = {}
 
     def _sample_facts(self, src: Any, time_s: float) -> None:
-        """The flag and (every :data:`CONDITIONS_EVERY_S`) the conditions, at one frame with a position."""
+        """The flag (until it is seen up) and, every :data:`CONDITIONS_EVERY_S`, the conditions,
+        at one frame with a position; a frame costs one field read at most."""
         facts = self.facts
         if facts is None:
             return
-        if facts.invalid is not None and time_s >= self._f_invalid_from:
+        if self._f_flag is not None and not self._f_invalid and time_s >= self._f_invalid_from:
             self._f_flag_seen = True
-            if not self._f_invalid and bool(src[facts.invalid]):
+            if src[self._f_flag]:
                 self._f_invalid = True
-        if facts.conditions and time_s >= self._f_next_cond:
+        if time_s >= self._f_next_cond and facts.conditions:
             self._f_next_cond = time_s + CONDITIONS_EVERY_S
             for key, fld in facts.conditions.items():
                 v = float(src[fld])
@@ -206,8 +208,7 @@ class LapChannels:
                 conditions[key] = round(sum(values) / len(values), 1)
         self.lap_facts[number] = (valid, conditions or None)
 
-    def _position(self, row: Any) -> tuple[float, float] | None:
-        src = row[self.source]
+    def _position(self, src: Any) -> tuple[float, float] | None:
         p = self.position
         if p.active is not None and not bool(src[p.active]):
             return None
@@ -218,7 +219,8 @@ class LapChannels:
         return x, z
 
     def compute(self, row: np.void, time_s: float) -> None:
-        pos = self._position(row)
+        src = row[self.source]
+        pos = self._position(src)
         if pos is not None:
             x, z = pos
             if self._segment < 0:
@@ -233,7 +235,7 @@ class LapChannels:
                     self._end_lap(now.completed.number)
                 self._begin_lap(now.lap, time_s if now.completed is None else now.completed.end_s)
             if self.facts is not None:
-                self._sample_facts(row[self.source], time_s)
+                self._sample_facts(src, time_s)
             if now.completed is not None:
                 delta.complete(now.completed.number, now.completed.time_s)
             delta.update(now.lap, now.lap_distance_m, now.lap_time_s)
