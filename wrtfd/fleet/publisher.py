@@ -58,6 +58,7 @@ from wrtfd.fleet.encoding import (
 from wrtfd.fleet.laps import LapForwarder
 from wrtfd.fleet.queue import UploadEntry, UploadQueue, object_name
 from wrtfd.fleet.status import status_message
+from wrtfd.fleet.team import MAX_FETCH as TEAM_MAX_FETCH
 from wrtfd.fleet.team import TeamBoard
 from wrtfd.fleet.upload import FileGoneError, ObjectUploader
 from wrtfd.format import Reader
@@ -398,13 +399,15 @@ class FleetPublisher:
                 await asyncio.sleep(TEAM_AFTER_LAP_S)  # the lap's own record sent first
             if self._online and self._js is not None:
                 try:
-                    await team.read(self._js)
+                    while await team.read(self._js) >= TEAM_MAX_FETCH:
+                        pass  # a big bucket read at first: all of it now, a batch at a time
                     team.last_error = None
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
                     team.last_error = describe_error(exc)
-            team.rank()
+            # the ranking in a worker: a big team's laps must not hold up the live frames
+            await asyncio.to_thread(team.rank)
 
     async def _last_uploads(self) -> None:
         """Let the upload task work through the queue (oldest first) while the link is up, until

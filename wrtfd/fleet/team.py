@@ -34,6 +34,11 @@ def compact(doc: Mapping[str, Any]) -> dict[str, Any]:
     return {k: doc[k] for k in _KEEP if k in doc}
 
 
+def _track_key(rec: Mapping[str, Any]) -> str:
+    track = rec.get("track")
+    return track.casefold() if isinstance(track, str) else ""
+
+
 class TeamBoard:
     """The records of the laps bucket and the panel made of them (see the module docstring)."""
 
@@ -45,6 +50,10 @@ class TeamBoard:
         self.me = driver or f"({rig})"
         self.track: str | None = None
         self.records: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        #: The same records by track (casefolded): a ranking looks at its track's only.
+        self._by_track: dict[str, dict[str, dict[str, Any]]] = {}
+        self._ranked: tuple[int, str | None] | None = None  # (changes, track) of the last rank
+        self._changes = 0
         self.last_seq = 0
         self.reads = 0
         self.dropped = 0
@@ -55,7 +64,7 @@ class TeamBoard:
     def add(self, subject: str, data: bytes, deleted: bool = False) -> None:
         """One message of the bucket's stream."""
         if deleted:
-            self.records.pop(subject, None)
+            self._forget(subject)
             return
         if len(data) > MAX_RECORD_BYTES:
             return
@@ -65,11 +74,23 @@ class TeamBoard:
             return
         if not isinstance(doc, dict):
             return
-        self.records.pop(subject, None)
-        self.records[subject] = compact(doc)
+        self._forget(subject)
+        rec = self.records[subject] = compact(doc)
+        self._by_track.setdefault(_track_key(rec), {})[subject] = rec
+        self._changes += 1
         while len(self.records) > MAX_TEAM_RECORDS:
-            self.records.popitem(last=False)
+            self._forget(next(iter(self.records)))
             self.dropped += 1
+
+    def _forget(self, subject: str) -> None:
+        old = self.records.pop(subject, None)
+        if old is not None:
+            self._changes += 1
+            same = self._by_track.get(_track_key(old))
+            if same is not None:
+                same.pop(subject, None)
+                if not same:
+                    del self._by_track[_track_key(old)]
 
     async def read(self, js: Any) -> int:
         """The stream's messages after the last one read (at most :data:`MAX_FETCH`); returns
@@ -87,6 +108,8 @@ class TeamBoard:
         last = int(info.state.last_seq or 0)
         if last < self.last_seq:  # the bucket was made again: start over
             self.records.clear()
+            self._by_track.clear()
+            self._changes += 1
             self.last_seq = 0
         if last <= self.last_seq or not info.state.messages:
             return 0
@@ -117,11 +140,16 @@ class TeamBoard:
         return got
 
     def rank(self) -> None:
-        """The panel for the current track, from the records held (pure; the fleet thread)."""
+        """The panel for the current track, from its records held (pure; the fleet thread's
+        worker, while nothing else changes the records); nothing to do when nothing changed."""
         track = self.track
+        if self._ranked == (self._changes, track) and self._view is not None:
+            self.updated_mono = time.monotonic()
+            return
+        self._ranked = (self._changes, track)
         view: dict[str, Any] = {"track": track, "rows": [], "me": None, "drivers": 0}
         if track is not None:
-            board = leaderboard(self.records.values(), track=track)
+            board = leaderboard(self._by_track.get(track.casefold(), {}).values(), track=track)
             view["drivers"] = len(board.rows)
             view["rows"] = [
                 {
