@@ -67,3 +67,12 @@ def test_no_track_yet_gives_no_rows() -> None:
     board.add("s", rec("0" * 24, "Ada", 30.0))
     board.rank()
     assert board.snapshot()["rows"] == [] and board.snapshot()["me"] is None
+
+
+def test_names_from_the_bucket_are_cut_for_the_page() -> None:
+    board = TeamBoard("b", rows=5, rig="rig-1", driver=None)
+    board.add("s", rec("0" * 24, "A" * 5000, 30.0, car="C" * 5000))
+    board.track = "Oval"
+    board.rank()
+    (row,) = board.snapshot()["rows"]
+    assert row["driver"] == "A" * team_mod.MAX_NAME and row["car"] == "C" * team_mod.MAX_NAME

@@ -20,12 +20,14 @@ from typing import Any
 from wrtfd.fleet.laps import MAX_RECORD_BYTES, kv_stream
 from wrtfd.fleet.leaderboard import leaderboard
 
-__all__ = ["MAX_TEAM_RECORDS", "TeamBoard", "compact"]
+__all__ = ["MAX_FETCH", "MAX_NAME", "MAX_TEAM_RECORDS", "TeamBoard", "compact"]
 
 #: Lap records kept in memory for the panel (about 200 bytes each); beyond it the oldest go.
 MAX_TEAM_RECORDS = 50_000
 #: Messages fetched from the bucket's stream per read (the rest at the next one).
 MAX_FETCH = 2_000
+#: Names shown on the panel are cut to this many characters (records come from any client).
+MAX_NAME = 48
 _KEEP = ("rig", "driver", "car", "track", "time_s", "sectors_s", "valid", "lap", "id")
 
 
@@ -154,12 +156,12 @@ class TeamBoard:
             view["rows"] = [
                 {
                     "pos": i,
-                    "driver": r.driver,
-                    "car": ", ".join(r.cars) or None,
+                    "driver": r.driver[:MAX_NAME],
+                    "car": ", ".join(r.cars)[:MAX_NAME] or None,
                     "best_s": r.best_s,
                     "gap_s": round(r.gap_s, 6),
                     "laps": r.laps,
-                    "rigs": list(r.rigs),
+                    "rigs": [g[:MAX_NAME] for g in r.rigs[:4]],
                 }
                 for i, r in enumerate(board.rows[: self.rows], 1)
             ]
