@@ -45,7 +45,7 @@ def test_a_lap_the_game_marks_invalid_is_recorded_invalid(tmp_path: Path) -> Non
         d.wait_ready()
         sim = run_cli(
             *("simulate", "--protocol", "f1", "--track", str(OVAL), "--to", f"127.0.0.1:{port}"),
-            *("--laps", "3", "--speed-scale", "6", "--seed", "5", "--invalid-lap", "2", "--json"),
+            *("--laps", "3", "--speed-scale", "4", "--seed", "5", "--invalid-lap", "2", "--json"),
         )
         assert sim.returncode == 0, sim.stderr
         summary = json.loads(sim.stdout)
@@ -62,6 +62,9 @@ def test_a_lap_the_game_marks_invalid_is_recorded_invalid(tmp_path: Path) -> Non
     assert [r["lap"] for r in records][:3] == [1, 2, 3]
     # the simulator's truth: lap 2 invalid, every other lap valid (the game said so of each)
     assert [r["valid"] for r in records] == [r["lap"] != 2 for r in records]
+    # the journal says so too, of lap 2 only
+    said = [line for line in d.stderr.splitlines() if "invalid (the game says)" in line]
+    assert len(said) == 1 and "lap 2 completed" in said[0], said
     _check_against_file(path, records, "f1")
 
 
