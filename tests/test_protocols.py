@@ -174,3 +174,17 @@ def test_listed_in_the_docs(name: str) -> None:
     if info.transport == "udp" and info.default_port is not None:
         games = text.split("| Game | wrtfd protocol |", 1)[1].split("\n\n", 1)[0]
         assert f"`{name}`" in games
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if PROTOCOLS[n].lap_facts is not None])
+def test_lap_facts_name_scalar_numbers_of_the_frame(name: str) -> None:
+    facts = PROTOCOLS[name].lap_facts
+    assert facts is not None
+    dtype = frame_dtype(PROTOCOLS[name])
+    named = [facts.invalid] if facts.invalid else []
+    named += list(facts.conditions.values())
+    assert named
+    for field in named:
+        assert field in (dtype.names or ()), field
+        assert dtype[field].shape == () and dtype[field].kind in "fiub", field
+    assert bool(facts.weather) is ("weather" in facts.conditions)

@@ -109,6 +109,7 @@ def test_page_live_laps_mark_screenshot_and_reconnect(browser: Any, tmp_path: Pa
         first = speed_text(page)
         wait_for(lambda: speed_text(page) not in (first, "–"), "the speed shown to change")
         assert page.locator('[data-group="forza"] .state').inner_text() == "RECORDING"
+        assert page.locator("#team-card").is_hidden()  # no fleet: no team panel
         # the lap time appears once a lap is done (the last-lap row has a time, the best one too)
         last_lap_js = "(document.querySelector('[data-group=\"forza\"] .laprow.last .v') || {}).textContent"
         page.wait_for_function(f"{last_lap_js} && !{last_lap_js}.startsWith('–')", timeout=60_000)

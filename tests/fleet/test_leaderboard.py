@@ -44,6 +44,21 @@ def test_best_per_driver_gaps_and_theoretical_bests() -> None:
     assert board.theoretical_s == pytest.approx(9.8 + 9.9 + 10.0)  # Bob S1, Ada S2, Bob/rig-7 S3
     assert [r.driver for r in leaderboard(records, track="Oval", driver="ada").rows] == ["Ada"]
     assert leaderboard(records, track="Oval").rows[0].driver == "Cy"
+    assert board.invalid == 1
+
+
+def test_invalid_laps_count_only_when_asked() -> None:
+    records = [
+        rec("Ada", 30.0, [10.0, 10.0, 10.0]),
+        rec("Bob", 29.0, [9.0, 10.0, 10.0], valid=False),
+        rec("Bob", 31.0, [10.0, 11.0, 10.0], valid=None),  # the source said nothing: counts
+    ]
+    board = leaderboard(records, track="Oval")
+    assert [(r.driver, r.best_s, r.laps) for r in board.rows] == [("Ada", 30.0, 1), ("Bob", 31.0, 1)]
+    assert board.invalid == 1
+    board = leaderboard(records, track="Oval", include_invalid=True)
+    assert [(r.driver, r.best_s, r.laps) for r in board.rows] == [("Bob", 29.0, 2), ("Ada", 30.0, 1)]
+    assert board.invalid == 0 and board.theoretical_s == pytest.approx(29.0)
 
 
 def test_records_that_are_not_laps_are_skipped_and_counted() -> None:

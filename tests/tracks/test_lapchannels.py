@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ import pytest
 from wrtfd.errors import ConfigError
 from wrtfd.simulate import Simulation
 from wrtfd.tracks import LanePath, load_track, timing_sectors
-from wrtfd.tracks.lapchannels import LAP_FIELDS, POSITION_FIELDS, lap_channels_for
+from wrtfd.tracks.lapchannels import INVALID_GRACE_S, LAP_FIELDS, POSITION_FIELDS, lap_channels_for
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config" / "tracks"
 _NP = {"uint16": "<u2", "uint8": "u1", "float32": "<f4", "int16": "<i2"}
@@ -120,3 +122,64 @@ def test_delta_channels_on_simulated_laps() -> None:
     live = plug.live()
     best = min(sim.laps, key=lambda lap: lap.time_s)
     assert live["reference"]["number"] == best.number and live["reference"]["origin"] == "session"
+
+
+def _f1_laps(flag_at: Callable[[int, float, float], bool]) -> tuple[Any, list[Any], Any]:
+    """Three simulated laps as F1 rows (position, currentLapInvalid, Session weather/temps); the
+    flag where ``flag_at(sim lap, lap distance m, seconds since the lap began)`` says."""
+    track = load_track(SHIPPED / "oval.trk")
+    path = LanePath(track)
+    sim = Simulation(path, laps=3, rate_hz=60.0, seed=2, sectors_m=timing_sectors(track, path))
+    states = list(sim.states())
+    fields = [
+        ("world_position_x", "<f4"),
+        ("world_position_z", "<f4"),
+        ("current_lap_invalid", "u1"),
+        ("weather", "u1"),
+        ("track_temperature", "i1"),
+        ("air_temperature", "i1"),
+    ]
+    rows = np.zeros(len(states), frame_dtype("f1", fields))
+    for i, s in enumerate(states):
+        rows[i]["tick"] = i
+        flag = s.racing and flag_at(s.lap, s.lap_distance_m, s.lap_time_s)
+        weather = 3 if s.lap == 3 and s.lap_distance_m > path.length_m / 2 else 1
+        rows[i]["f1"] = (s.x, s.z, flag, weather, 30 + s.lap, 20)
+    plug = lap_channels_for(track, source="f1", protocol="f1")
+    for i in range(len(rows)):
+        plug.compute(rows[i], i / 60.0)
+    return plug, sim.laps, rows
+
+
+def test_a_lap_is_invalid_when_the_game_flag_was_up_at_any_frame() -> None:
+    # lap 2 flagged for a short moment mid-lap; the game's flag of lap 2 still up for 0.3 s of lap 3
+    def flag(lap: int, dist: float, t: float) -> bool:
+        return (lap == 2 and 100.0 < dist < 104.0) or (lap == 3 and t < 0.3)
+
+    plug, _, _ = _f1_laps(flag)
+    assert [lap.number for lap in plug.laps] == [1, 2, 3]
+    assert {n: v for n, (v, _) in plug.lap_facts.items()} == {1: True, 2: False, 3: True}
+    # conditions: the means of the samples, the weather seen most over the lap, by name
+    _, c1 = plug.lap_facts[1]
+    assert c1 == {"air_temp_c": 20.0, "track_temp_c": 31.0, "weather": "light cloud"}
+    _, c3 = plug.lap_facts[3]
+    assert c3 is not None and c3["track_temp_c"] == pytest.approx(33.0, abs=0.1)
+    assert c3["weather"] in ("light cloud", "light rain")
+
+
+def test_a_flag_only_in_the_grace_after_the_line_does_not_count() -> None:
+    # the flag up late in lap 1 (before the line) and left over into lap 2's first second
+    def flag(lap: int, dist: float, t: float) -> bool:
+        return (lap == 1 and dist > 200.0) or (lap == 2 and t < 0.8)
+
+    assert INVALID_GRACE_S > 0.8
+    plug, _, _ = _f1_laps(flag)
+    assert {n: v for n, (v, _) in plug.lap_facts.items()} == {1: False, 2: True, 3: True}
+
+
+def test_a_protocol_without_lap_facts_says_nothing() -> None:
+    plug, _, _ = _f1_laps(lambda lap, dist, t: True)
+    assert plug.facts is not None
+    track = load_track(SHIPPED / "oval.trk")
+    forza = lap_channels_for(track, source="car", protocol="forza")
+    assert forza.facts is None and forza.lap_facts == {}

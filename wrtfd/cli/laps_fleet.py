@@ -32,6 +32,11 @@ def add_fleet(p: argparse.ArgumentParser, file_command: Callable[[argparse.Names
     )
     f.add_argument("--car", help="--fleet: only this car")
     f.add_argument("--driver", help="--fleet: only this driver")
+    f.add_argument(
+        "--include-invalid",
+        action="store_true",
+        help="--fleet: count laps the game marked invalid too (left out by default)",
+    )
     f.add_argument("--laps-bucket", help="--fleet: the key-value bucket (default: [fleet] laps_bucket)")
     connection_args(p)
 
@@ -65,7 +70,9 @@ def leaderboard_command(args: argparse.Namespace) -> int:
     options, _ = _options(args)
     bucket = args.laps_bucket or _config_laps_bucket(args) or DEFAULT_LAPS_BUCKET
     records = run_client(_read(options, bucket), options.shown)
-    board = leaderboard(records, track=track, car=args.car, driver=args.driver)
+    board = leaderboard(
+        records, track=track, car=args.car, driver=args.driver, include_invalid=args.include_invalid
+    )
     if args.json:
         doc = {
             "track": track,
@@ -73,6 +80,7 @@ def leaderboard_command(args: argparse.Namespace) -> int:
             "driver": args.driver,
             "theoretical_best_s": board.theoretical_s,
             "skipped_records": board.skipped,
+            "invalid_laps_left_out": board.invalid,
             "drivers": [
                 {
                     "driver": r.driver,
@@ -104,6 +112,8 @@ def leaderboard_command(args: argparse.Namespace) -> int:
         )
     if board.theoretical_s is not None:
         out.write(f"  team's theoretical best (best sectors): {format_lap_time(board.theoretical_s)}\n")
+    if board.invalid:
+        out.write(f"  {board.invalid} invalid lap(s) left out (--include-invalid counts them)\n")
     return 0
 
 

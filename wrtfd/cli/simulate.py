@@ -128,6 +128,14 @@ def register(subparsers: Any) -> None:
         help="forza packet variant (default fm2023, 331 bytes)",
     )
     p.add_argument("--f1-format", type=int, choices=(2024, 2025), default=2024, help="f1 packetFormat")
+    p.add_argument(
+        "--invalid-lap",
+        type=int,
+        action="append",
+        default=[],
+        metavar="N",
+        help="f1, acc: the game marks lap N invalid from half-way round (its current-lap flag); repeatable",
+    )
     p.add_argument("--password", default="", help="acc: the connection password clients must give")
     p.add_argument(
         "--command-password", default="", help="acc: the command password (none: every client may)"
@@ -214,6 +222,7 @@ def _run(args: argparse.Namespace) -> int:
         forza_format=args.forza_format,
         f1_format=args.f1_format,
         gt7_variant=gt7_letters[-1],
+        invalid_laps=frozenset(args.invalid_lap),
     )
     rate = args.rate or encoder.rate_hz
     sim = Simulation(path, laps=args.laps, rate_hz=rate, seed=args.seed, sectors_m=sectors)
@@ -385,6 +394,7 @@ def _serve(
         ai_cars=args.ai_cars,
         rate_hz=rate,
         track_data_delay_s=args.track_data_delay,
+        invalid_laps=frozenset(args.invalid_lap),
     )
     with socket.socket(family, socket.SOCK_DGRAM) as sock:
         try:

@@ -150,6 +150,8 @@ def describe(event: RecordingEvent) -> tuple[int, str, str] | None:
         text = f"lap {event.lap} completed in group {event.group}: {format_lap_time(event.time_s)}"
         if event.sectors_s:
             text += f" (sectors {', '.join(format_lap_time(s) for s in event.sectors_s)})"
+        if event.valid is False:
+            text += ", invalid (the game says)"
     elif isinstance(event, MarkerAdded):
         key = f"marker:{event.group}"
         text = f"marker in group {event.group} at tick {event.tick}" + (

@@ -47,6 +47,7 @@ from wrtfd.recorder.observe import ObserverHub
 from wrtfd.sources.base import SampleSink, Source
 
 if TYPE_CHECKING:
+    from wrtfd.protocols import LapFacts
     from wrtfd.recorder.live import LiveRecorder
     from wrtfd.tracks.circuit import Circuit
     from wrtfd.tracks.gnsslaps import GnssFields, GnssLapChannels
@@ -405,7 +406,32 @@ def build_lap_channels(
         position=position,
         lane=src.track_lane,
         reference=reference,
+        facts=_lap_facts(src, definition),
     )
+
+
+def _lap_facts(src: SourceConfig, definition: Mapping[str, Any]) -> LapFacts | None:
+    """The protocol's lap validity and condition fields (renamed by ``mapping``), those of them
+    recorded as plain numbers; None when none is."""
+    from wrtfd.protocols import LapFacts, all_protocols
+
+    info = all_protocols().get(src.protocol)
+    facts = None if info is None else info.lap_facts
+    if facts is None:
+        return None
+    rename = src.mapping.rename
+    dtype = _recorded_channels(definition, "")  # already read once for the position fields
+
+    def recorded(name: str) -> str | None:
+        name = rename.get(name, name)
+        names = dtype.names or ()
+        return name if name in names and dtype[name].shape == () and dtype[name].kind in "fiub" else None
+
+    invalid = None if facts.invalid is None else recorded(facts.invalid)
+    conditions = {k: n for k, f in facts.conditions.items() if (n := recorded(f)) is not None}
+    if invalid is None and not conditions:
+        return None
+    return LapFacts(invalid, conditions, facts.weather)
 
 
 def build_gnss_laps(
@@ -650,6 +676,14 @@ def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Pipel
     fleet = build_fleet(loaded, output_dir)
     if fleet is not None:
         hub.add(fleet)
+        meta = loaded.config.recorder.metadata
+        # the track the laps are timed on (a GNSS circuit once picked); the records say it later
+        timed_on = [b.laps.track.name for b in built if b.laps is not None] + [
+            b.gnss_laps.circuit.name
+            for b in built
+            if b.gnss_laps is not None and b.gnss_laps.circuit is not None
+        ]
+        fleet.team_hint(track=timed_on[0] if timed_on else meta.get("Track"), driver=meta.get("Driver"))
     from wrtfd.daemon.laprecords import LapBook
     from wrtfd.fleet.config import default_rig
 

@@ -129,6 +129,11 @@ class FleetConfig(BaseModel):
     #: Send the lap records (``laps.jsonl`` beside the recordings) to a key-value bucket.
     laps: bool = True
     laps_bucket: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")] = "wrtfd-laps"
+    #: The pit-wall page's team panel: the best laps at the current track, this many drivers
+    #: (0: no panel, the bucket is not read).
+    team_rows: Annotated[int, Field(ge=0, le=100)] = 10
+    #: How often the panel reads the laps bucket's new records.
+    team_refresh_s: Annotated[float, Field(ge=0.5, le=3600)] = 5.0
 
     @field_validator("url")
     @classmethod
@@ -214,6 +219,8 @@ class FleetSettings:
     replicas: int = 1
     laps: bool = True
     laps_bucket: str = "wrtfd-laps"
+    team_rows: int = 10
+    team_refresh_s: float = 5.0
 
 
 def tls_context(ca: Path | None, cert: Path | None, key: Path | None) -> ssl.SSLContext:
@@ -289,4 +296,6 @@ def fleet_settings(
         replicas=cfg.replicas,
         laps=cfg.laps,
         laps_bucket=cfg.laps_bucket,
+        team_rows=cfg.team_rows,
+        team_refresh_s=cfg.team_refresh_s,
     )

@@ -2,7 +2,8 @@
 
 Records are untrusted (any client can write the bucket): every field is checked and a record
 that is not a lap (no positive finite time, sectors that are not numbers) is skipped and counted.
-A lap the source marked invalid (``valid: false``) never counts; unknown validity does.
+A lap the source marked invalid (``valid: false``) counts only with ``include_invalid``; unknown
+validity (``null``) always counts.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class Board:
     #: The team's theoretical best: every sector's best time, whoever drove it.
     theoretical_s: float | None = None
     skipped: int = 0
+    #: Laps left out because the source marked them invalid (0 with ``include_invalid``).
+    invalid: int = 0
 
 
 def _text(value: object) -> str | None:
@@ -71,6 +74,7 @@ def leaderboard(
     track: str | None = None,
     car: str | None = None,
     driver: str | None = None,
+    include_invalid: bool = False,
 ) -> Board:
     """Best lap per driver (a record without a driver counts as its rig's), fastest first, with
     the gap to the fastest and each driver's theoretical best; filters compare case-insensitively."""
@@ -81,12 +85,13 @@ def leaderboard(
         if lap is None:
             board.skipped += 1
             continue
-        if rec.get("valid") is False:
-            continue
         if not (_same(_text(rec.get("track")), track) and _same(_text(rec.get("car")), car)):
             continue
         who = _text(rec.get("driver")) or f"({_text(rec.get('rig')) or '?'})"
         if not _same(who, driver):
+            continue
+        if rec.get("valid") is False and not include_invalid:
+            board.invalid += 1
             continue
         per.setdefault(who, []).append((lap[0], lap[1], rec))
     rows = []

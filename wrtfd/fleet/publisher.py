@@ -58,6 +58,8 @@ from wrtfd.fleet.encoding import (
 from wrtfd.fleet.laps import LapForwarder
 from wrtfd.fleet.queue import UploadEntry, UploadQueue, object_name
 from wrtfd.fleet.status import status_message
+from wrtfd.fleet.team import MAX_FETCH as TEAM_MAX_FETCH
+from wrtfd.fleet.team import TeamBoard
 from wrtfd.fleet.upload import FileGoneError, ObjectUploader
 from wrtfd.format import Reader
 from wrtfd.recorder.observe import (
@@ -85,6 +87,8 @@ LAYOUT_REPEAT_S = 30.0
 DOWN_PROBLEM_S = 10.0
 UPLOAD_RETRY_MAX_S = 60.0
 CLOSE_FLUSH_S = 1.0
+#: After a lap of this rig, the team panel reads the bucket this much later (its record sent).
+TEAM_AFTER_LAP_S = 1.0
 
 
 class FleetPublisher:
@@ -166,6 +170,19 @@ class FleetPublisher:
             else None
         )
         self._laps_wake: asyncio.Event | None = None
+        #: The page's team panel: the laps bucket read back and ranked (wrtfd.fleet.team).
+        self.team = (
+            TeamBoard(settings.laps_bucket, rows=settings.team_rows, rig=self.rig, driver=None)
+            if settings.laps and settings.team_rows > 0
+            else None
+        )
+        self._team_wake: asyncio.Event | None = None
+
+    def team_hint(self, *, track: str | None, driver: str | None) -> None:
+        """Before :meth:`start`: the track the rig times laps on (until a lap says) and its driver."""
+        if self.team is not None:
+            self.team.track = track
+            self.team.me = driver or f"({self.rig})"
 
     # === the observer side (any thread; returns at once) ======================================
 
@@ -262,6 +279,7 @@ class FleetPublisher:
             "events": {"sent": self.events_sent, "dropped": self.events_dropped, "unsent": len(self._unsent)},
             "status_sent": self.status_sent,
             "laps": None if self._laps is None else self._laps.snapshot(),
+            "team": None if self.team is None else self.team.snapshot(),
             "uploads": {
                 "enabled": self.settings.upload,
                 "bucket": self.settings.bucket,
@@ -333,6 +351,9 @@ class FleetPublisher:
             tasks.append(
                 asyncio.create_task(self._laps.run(lambda: self._js, lambda: self._online, self._laps_wake))
             )
+        if self.team is not None:
+            self._team_wake = asyncio.Event()
+            tasks.append(asyncio.create_task(self._team_loop()))
         try:
             await self._stop.wait()
             await self._finish()
@@ -364,6 +385,29 @@ class FleetPublisher:
         if self._nc is not None and self._nc.is_connected:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._nc.flush(), CLOSE_FLUSH_S)
+
+    async def _team_loop(self) -> None:
+        """Read the laps bucket's new records and rank them every ``team_refresh_s`` (sooner
+        after a lap of this rig, once it had time to be sent); a failure is shown, not fatal."""
+        team, wake = self.team, self._team_wake
+        assert team is not None and wake is not None
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), self.settings.team_refresh_s)
+            if wake.is_set():
+                wake.clear()
+                await asyncio.sleep(TEAM_AFTER_LAP_S)  # the lap's own record sent first
+            if self._online and self._js is not None:
+                try:
+                    while await team.read(self._js) >= TEAM_MAX_FETCH:
+                        pass  # a big bucket read at first: all of it now, a batch at a time
+                    team.last_error = None
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    team.last_error = describe_error(exc)
+            # the ranking in a worker: a big team's laps must not hold up the live frames
+            await asyncio.to_thread(team.rank)
 
     async def _last_uploads(self) -> None:
         """Let the upload task work through the queue (oldest first) while the link is up, until
@@ -549,6 +593,12 @@ class FleetPublisher:
     async def _on_event(self, item: RecordingEvent) -> None:
         if isinstance(item, LapCompleted) and self._laps_wake is not None:
             self._laps_wake.set()  # its record is (about to be) in laps.jsonl
+        if isinstance(item, LapCompleted) and self.team is not None:
+            track = dict(item.info).get("track")
+            if track:
+                self.team.track = track  # what the records of this rig say from now on
+            if self._team_wake is not None:
+                self._team_wake.set()
         if isinstance(item, FileOpened):
             self._open_files.add(item.path)
         elif isinstance(item, FileClosed):

@@ -24,6 +24,7 @@ from wrtfd.errors import ConfigError
 from wrtfd.protocols._descriptor import (
     WHEELS,
     Absent,
+    LapFacts,
     MotecChannels,
     MotecName,
     PositionFields,
@@ -36,6 +37,7 @@ __all__ = [
     "SCHEMA_DIR",
     "WHEELS",
     "Absent",
+    "LapFacts",
     "MotecChannels",
     "MotecName",
     "PositionFields",

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = [
     "WHEELS",
     "Absent",
+    "LapFacts",
     "MotecChannels",
     "MotecName",
     "PositionFields",
@@ -35,6 +36,19 @@ class PositionFields:
     z: str
     z_sign: float = 1.0
     active: str | None = None  # a field that is false while the car is not being driven
+
+
+@dataclass(frozen=True, slots=True)
+class LapFacts:
+    """What a protocol's frame says of a lap beyond its time, for lap records
+    (docs/lap-records.md): the game's "current lap invalid" flag and the conditions.
+
+    ``conditions`` maps a record key (``air_temp_c``, ``track_temp_c``, ``weather``...) to a
+    frame field; ``weather`` names the codes of the field behind the ``weather`` key."""
+
+    invalid: str | None = None  # a field that is true while the game holds the current lap invalid
+    conditions: Mapping[str, str] = field(default_factory=dict)
+    weather: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +113,8 @@ class ProtocolInfo:
     #: we contact the game (a handshake, a registration): it needs the game's address, so
     #: nothing listens for it on a usual port
     client: bool = False
+    #: lap validity and conditions in the frame (None: the frames say nothing of them)
+    lap_facts: LapFacts | None = None
 
 
 def wheels(prefix: str, name: str, short: str, unit: str | None = None) -> dict[str, MotecName]:

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from wrtfd.protocols._common import GEAR, SPEED
-from wrtfd.protocols._descriptor import Absent, MotecChannels, PositionFields, ProtocolInfo, Simulator
+from wrtfd.protocols._descriptor import (
+    Absent,
+    LapFacts,
+    MotecChannels,
+    PositionFields,
+    ProtocolInfo,
+    Simulator,
+)
 
 __all__ = ["PROTOCOLS"]
 
@@ -20,6 +27,17 @@ PROTOCOLS = (
         ),
         # the focused car: world X/Y are the ground plane (no capture to confirm the sign)
         position=PositionFields("world_x", "world_y"),
+        # the focused car's flag (REALTIME_CAR_UPDATE); the weather of REALTIME_UPDATE (0..1)
+        lap_facts=LapFacts(
+            "current_lap_invalid",
+            {
+                "air_temp_c": "ambient_temp",
+                "track_temp_c": "track_temp",
+                "clouds": "clouds",
+                "rain": "rain_level",
+                "wetness": "wetness",
+            },
+        ),
         motec=MotecChannels(
             frozenset({"speed_kmh", "spline_position", "focused_car_index", "world_x"}),
             {"speed_kmh": SPEED, "gear": GEAR},  # broadcasting has no rpm or pedals

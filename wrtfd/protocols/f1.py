@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from wrtfd.protocols._common import GEAR, PCT_1, RPM, SPEED, pedal
 from wrtfd.protocols._descriptor import (
+    LapFacts,
     MotecChannels,
     MotecName,
     PositionFields,
@@ -23,6 +24,12 @@ PROTOCOLS = (
         schema_file="f1.wrtf.yaml",
         sniff="wrtfd.decoders.f1:looks_like",
         position=PositionFields("world_position_x", "world_position_z"),
+        # the player's Lap Data flag; weather and temperatures from the Session packet
+        lap_facts=LapFacts(
+            "current_lap_invalid",
+            {"air_temp_c": "air_temperature", "track_temp_c": "track_temperature", "weather": "weather"},
+            ("clear", "light cloud", "overcast", "light rain", "heavy rain", "storm"),
+        ),
         motec=MotecChannels(
             frozenset({"world_position_x", "throttle", "steer", "engine_rpm"}),
             {

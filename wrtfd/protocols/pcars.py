@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from wrtfd.protocols._common import GEAR, PCT_255, RPM, SPEED, pedal
 from wrtfd.protocols._descriptor import (
+    LapFacts,
     MotecChannels,
     MotecName,
     PositionFields,
@@ -15,6 +16,11 @@ from wrtfd.protocols._descriptor import (
 __all__ = ["PROTOCOLS"]
 
 PORT = 5606
+
+#: The viewed car's "lap invalidated" and the session's temperatures (both versions' names).
+_LAP_FACTS = LapFacts(
+    "lap_invalidated", {"air_temp_c": "ambient_temperature", "track_temp_c": "track_temperature"}
+)
 
 #: The car channels both versions share (same names, same units).
 _COMMON = {
@@ -52,6 +58,7 @@ PROTOCOLS = (
         nominal_rate_hz=60.0,
         # PC2 / AMS2's default protocol wins 5606 over PC1's
         port_rank=6,
+        lap_facts=_LAP_FACTS,
     ),
     ProtocolInfo(
         name="pcars",
@@ -72,5 +79,6 @@ PROTOCOLS = (
         default_port=PORT,
         nominal_rate_hz=60.0,
         port_rank=7,
+        lap_facts=_LAP_FACTS,
     ),
 )

@@ -420,6 +420,10 @@ class LiveRecorder:
             }
             info = tuple(sorted((k, str(v)) for k, v in known.items() if isinstance(v, str) and v))
             start_s, end_s = float(lap.start_s), float(lap.end_s)
+            facts = getattr(plugin, "lap_facts", None)
+            valid, conditions = (
+                facts.get(lap.number, (None, None)) if isinstance(facts, dict) else (None, None)
+            )
             hub.publish(
                 LapCompleted(
                     group=self.group,
@@ -433,8 +437,9 @@ class LiveRecorder:
                     last_tick=math.ceil(end_s * rate - 1e-6) - 1,
                     session_start_us=start_us,
                     wall_us=start_us + round(end_s * 1e6),
-                    valid=getattr(lap, "valid", None),
+                    valid=valid,
                     info=info,
+                    conditions=None if not conditions else tuple(sorted(conditions.items())),
                 )
             )
 

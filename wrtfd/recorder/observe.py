@@ -132,8 +132,8 @@ class LapCompleted:
 
     ``start_s``/``end_s`` are the interpolated line crossings in session seconds (tick / rate);
     ``first_tick``/``last_tick`` the first and last frame of the lap. ``valid`` is None when the
-    source does not say. ``info`` holds what the session and the files know: ``track``,
-    ``car``, ``session_type``, ``driver`` (only those known)."""
+    source does not say (the plug-in's ``lap_facts``). ``info`` holds what the session and the
+    files know: ``track``, ``car``, ``session_type``, ``driver`` (only those known)."""
 
     group: str
     lap: int
@@ -148,6 +148,8 @@ class LapCompleted:
     wall_us: int
     valid: bool | None = None
     info: tuple[tuple[str, str], ...] = ()
+    #: Weather and temperatures over the lap where the source gives them (None: it does not).
+    conditions: tuple[tuple[str, str | float], ...] | None = None
 
 
 RecordingEvent = (

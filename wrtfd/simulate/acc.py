@@ -109,10 +109,14 @@ class AccBroadcastServer:
         car: CarSpec | None = None,
         first_connection_id: int = 1,
         track_data_delay_s: float = 0.0,
+        invalid_laps: frozenset[int] = frozenset(),
     ) -> None:
         if not 0 <= ai_cars <= len(AI_CARS):
             raise ValueError(f"ai_cars must be 0..{len(AI_CARS)}")
         self.track = track
+        #: Laps of the simulated car the game marks invalid, from half-way round (its current
+        #: lap's ``invalid`` byte; the last lap's once it is done).
+        self.invalid_laps = invalid_laps
         #: Track data is answered no sooner than this long (simulated time) after a client
         #: registered: a game slow to answer, as a busy one may be.
         self.track_data_delay_s = track_data_delay_s
@@ -254,6 +258,10 @@ class AccBroadcastServer:
         cur_ms = round((self._t - c.lap_start_t) * 1000) if s.racing else 0
         delta = cur_ms - round(c.best_ms * spline) if c.best_ms != NO_TIME else 0
         cur_splits = [round(x * 1000) for x in c.splits]
+        mine = c.index == PLAYER_INDEX
+        invalid_now = (
+            mine and length > 0 and s.lap in self.invalid_laps and s.progress_m % length >= length / 2
+        )
         return (
             struct.pack(
                 "<BHHBBfffBHHHHfHi",
@@ -275,8 +283,8 @@ class AccBroadcastServer:
                 delta,
             )
             + _lap(c.best_ms, c.index, c.best_splits)
-            + _lap(c.last_ms, c.index, c.last_splits)
-            + _lap(cur_ms, c.index, cur_splits, outlap=s.lap == 0)
+            + _lap(c.last_ms, c.index, c.last_splits, invalid=mine and c.laps_done in self.invalid_laps)
+            + _lap(cur_ms, c.index, cur_splits, invalid=invalid_now, outlap=s.lap == 0)
         )
 
     def event(self, kind: int, car: int, time_ms: int, message: str) -> bytes:
@@ -360,8 +368,15 @@ class AccEncoder:
     rate_hz = 60.0
     _CLIENT = ("record", 0)
 
-    def __init__(self, track: Any, *, car: CarSpec | None = None, update_interval_ms: int = 100) -> None:
-        self.server = AccBroadcastServer(track, password="", car=car)
+    def __init__(
+        self,
+        track: Any,
+        *,
+        car: CarSpec | None = None,
+        update_interval_ms: int = 100,
+        invalid_laps: frozenset[int] = frozenset(),
+    ) -> None:
+        self.server = AccBroadcastServer(track, password="", car=car, invalid_laps=invalid_laps)
         self.update_interval_ms = update_interval_ms
 
     def encode(self, state: CarState, *, first: bool, last: bool) -> list[bytes]:
@@ -451,4 +466,4 @@ def serve(
 
 
 def acc_encoder(track: Any, options: EncoderOptions) -> AccEncoder:
-    return AccEncoder(track, car=options.car)
+    return AccEncoder(track, car=options.car, invalid_laps=options.invalid_laps)

@@ -29,6 +29,9 @@ class EncoderOptions:
     forza_format: str = "fm2023"
     f1_format: int = 2024
     gt7_variant: str = "C"
+    #: Laps the game marks invalid from half-way round on (f1: Lap Data's currentLapInvalid; acc:
+    #: the simulated car's current lap's invalid byte).
+    invalid_laps: frozenset[int] = frozenset()
 
 
 class Encoder(Protocol):

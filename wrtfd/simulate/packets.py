@@ -191,18 +191,27 @@ F1_SESSION_TIME_TRIAL = 18  # 2024/2025 session type table
 
 class F1Encoder:
     """EA F1 UDP (``packet_format`` 2024 or 2025): Motion, Lap Data, Car Telemetry every tick,
-    Session at 2 Hz, Event SSTA/SEND at the start and end. The player is car 0."""
+    Session at 2 Hz, Event SSTA/SEND at the start and end. The player is car 0. A lap in
+    ``invalid_laps`` gets currentLapInvalid from half-way round to its end, as a game latches it
+    after a cut."""
 
     name = "f1"
     default_port = 20777
     rate_hz = 60.0
 
     def __init__(
-        self, track: TrackInfo, *, session_uid: int, packet_format: int = 2024, car: CarSpec | None = None
+        self,
+        track: TrackInfo,
+        *,
+        session_uid: int,
+        packet_format: int = 2024,
+        car: CarSpec | None = None,
+        invalid_laps: frozenset[int] = frozenset(),
     ) -> None:
         if packet_format not in (2024, 2025):
             raise ValueError("f1 packet format must be 2024 or 2025")
         self.track = track
+        self.invalid_laps = invalid_laps
         self.uid = session_uid & 0xFFFFFFFFFFFFFFFF
         self.packet_format = packet_format
         self.car = car or CarSpec()
@@ -309,6 +318,7 @@ class F1Encoder:
         sec = state.sector_times_s
         s1 = round(sec[0] * 1000) if len(sec) >= 1 else 0
         s2 = round(sec[1] * 1000) if len(sec) >= 2 else 0
+        invalid = state.lap in self.invalid_laps and state.lap_distance_m >= self.track.length_m / 2
         car = _F1_LAP_CAR.pack(
             round(state.last_lap_s * 1000),
             round(state.lap_time_s * 1000),
@@ -328,7 +338,7 @@ class F1Encoder:
             0,
             0,
             min(2, state.sector),
-            0,
+            1 if invalid else 0,  # currentLapInvalid
             0,
             0,
             0,
@@ -467,7 +477,13 @@ def f1_encoder(track: TrackInfo, options: EncoderOptions) -> F1Encoder:
     import random
 
     uid = random.Random(options.seed).getrandbits(64)
-    return F1Encoder(track, session_uid=uid, packet_format=options.f1_format, car=options.car)
+    return F1Encoder(
+        track,
+        session_uid=uid,
+        packet_format=options.f1_format,
+        car=options.car,
+        invalid_laps=options.invalid_laps,
+    )
 
 
 def outgauge_encoder(track: TrackInfo, options: EncoderOptions) -> OutGaugeEncoder:
@@ -514,6 +530,7 @@ def make_encoder(
     f1_format: int = 2024,
     car: CarSpec | None = None,
     gt7_variant: str = "C",
+    invalid_laps: frozenset[int] = frozenset(),
 ) -> Encoder:
     """The encoder for ``protocol`` (its descriptor's simulator, imported now).
 
@@ -524,6 +541,6 @@ def make_encoder(
     simulator = _simulators().get(protocol)
     if simulator is None:
         raise ValueError(f"unknown protocol {protocol!r}; known: {', '.join(ENCODERS)}")
-    options = EncoderOptions(seed, car, forza_format, f1_format, gt7_variant)
+    options = EncoderOptions(seed, car, forza_format, f1_format, gt7_variant, invalid_laps)
     encoder: Encoder = load(simulator.factory)(track, options)
     return encoder

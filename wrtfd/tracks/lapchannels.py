@@ -17,8 +17,11 @@ laps.last_delta    float32 s  the last timed lap's time minus its reference's (N
 and to the session footer ``laps.lap_count``, ``laps.best_lap_ms`` (0 when no lap completed)
 and ``laps.best_lap_number``; to the file's metadata ``laps.timing_sectors_m`` and
 ``laps.lap_length_m`` (JSON numbers, as computed), from which ``wrtfd laps`` reads back the
-sector times the live page showed. The delta (:mod:`wrtfd.tracks.delta`) is to the session's
-best lap so far, or to a recorded lap given as ``reference``; docs/laps.md says how it is measured.
+sector times the live page showed. Where the protocol's frame says it (its descriptor's
+``lap_facts``), each completed lap also gets the game's validity and the conditions
+(:attr:`LapChannels.lap_facts`, read by the lap records; the rules in docs/lap-records.md).
+The delta (:mod:`wrtfd.tracks.delta`) is to the session's best lap so far, or to a recorded lap
+given as ``reference``; docs/laps.md says how it is measured.
 
 Game coordinates: Forza, F1, GT7 and Project CARS report world X, Y (up), Z, which are the
 track's x, y, z. LFS OutSim reports X right, Y forward, Z up, so the track's z is ``-pos_y``
@@ -38,13 +41,28 @@ from typing import Any
 import numpy as np
 
 from wrtfd.errors import ConfigError
-from wrtfd.protocols import PositionFields, all_protocols
+from wrtfd.protocols import LapFacts, PositionFields, all_protocols
 from wrtfd.tracks.delta import PredictiveDelta, Reference
 from wrtfd.tracks.geometry import LanePath, SectorMap
 from wrtfd.tracks.laps import Lap, LapDetector, LapState, timing_sectors
 from wrtfd.tracks.model import Track
 
-__all__ = ["POSITION_FIELDS", "LapChannels", "PositionFields", "lap_channels_for"]
+__all__ = [
+    "CONDITIONS_EVERY_S",
+    "INVALID_GRACE_S",
+    "POSITION_FIELDS",
+    "LapChannels",
+    "LapFacts",
+    "PositionFields",
+    "lap_channels_for",
+]
+
+#: The game's "current lap invalid" flag is not read this long after the line: the game may still
+#: show the lap before's flag for a moment (its line and its packets are not ours). Games hold
+#: the flag until their lap ends, so a lap invalidated in that moment still shows it later.
+INVALID_GRACE_S = 1.0
+#: Conditions (temperatures, weather) are sampled this often over a lap, not every frame.
+CONDITIONS_EVERY_S = 0.5
 
 
 #: Defaults per protocol: each protocol descriptor's ``position`` (:mod:`wrtfd.protocols`), for
@@ -112,8 +130,11 @@ class LapChannels:
         name: str = "laps",
         max_speed_mps: float = 150.0,
         reference: Reference | None = None,
+        facts: LapFacts | None = None,
     ) -> None:
         self.name = name
+        self.facts = facts
+        self._f_flag = None if facts is None else facts.invalid
         self.source = source
         self.position = position
         self.track = track
@@ -142,9 +163,52 @@ class LapChannels:
         self._track_sector = -1
         self._offset = 0.0
         self._segment = -1  # lane segment of the previous position (-1: search them all)
+        #: Per completed lap number: (valid, conditions) as the source said them (None: it did not).
+        self.lap_facts: dict[int, tuple[bool | None, dict[str, Any] | None]] = {}
+        self._begin_lap(0, 0.0)
 
-    def _position(self, row: Any) -> tuple[float, float] | None:
-        src = row[self.source]
+    def _begin_lap(self, lap: int, start_s: float) -> None:
+        self._f_lap = lap
+        self._f_invalid_from = start_s + INVALID_GRACE_S
+        self._f_invalid = False
+        self._f_flag_seen = False
+        self._f_next_cond = start_s
+        self._f_samples: dict[str, list[float]] = {}
+
+    def _sample_facts(self, src: Any, time_s: float) -> None:
+        """The flag (until it is seen up) and, every :data:`CONDITIONS_EVERY_S`, the conditions,
+        at one frame with a position; a frame costs one field read at most."""
+        facts = self.facts
+        if facts is None:
+            return
+        if self._f_flag is not None and not self._f_invalid and time_s >= self._f_invalid_from:
+            self._f_flag_seen = True
+            if src[self._f_flag]:
+                self._f_invalid = True
+        if time_s >= self._f_next_cond and facts.conditions:
+            self._f_next_cond = time_s + CONDITIONS_EVERY_S
+            for key, fld in facts.conditions.items():
+                v = float(src[fld])
+                if math.isfinite(v):
+                    self._f_samples.setdefault(key, []).append(v)
+
+    def _end_lap(self, number: int) -> None:
+        """What the lap just completed (``number``) saw: invalid if the flag was up at any frame."""
+        facts = self.facts
+        if facts is None:
+            return
+        valid = None if facts.invalid is None or not self._f_flag_seen else not self._f_invalid
+        conditions: dict[str, Any] = {}
+        for key, values in self._f_samples.items():
+            if key == "weather" and facts.weather:
+                code = max(set(values), key=values.count)  # the weather the lap saw most
+                i = int(code)
+                conditions[key] = facts.weather[i] if 0 <= i < len(facts.weather) else f"code {i}"
+            else:
+                conditions[key] = round(sum(values) / len(values), 1)
+        self.lap_facts[number] = (valid, conditions or None)
+
+    def _position(self, src: Any) -> tuple[float, float] | None:
         p = self.position
         if p.active is not None and not bool(src[p.active]):
             return None
@@ -155,7 +219,8 @@ class LapChannels:
         return x, z
 
     def compute(self, row: np.void, time_s: float) -> None:
-        pos = self._position(row)
+        src = row[self.source]
+        pos = self._position(src)
         if pos is not None:
             x, z = pos
             if self._segment < 0:
@@ -165,6 +230,12 @@ class LapChannels:
             self._segment = proj.segment
             now = self._last = self.detector.update_distance(time_s, proj.distance_m)
             delta = self.delta
+            if now.lap != self._f_lap:
+                if now.completed is not None and now.completed.number == self._f_lap:
+                    self._end_lap(now.completed.number)
+                self._begin_lap(now.lap, time_s if now.completed is None else now.completed.end_s)
+            if self.facts is not None:
+                self._sample_facts(src, time_s)
             if now.completed is not None:
                 delta.complete(now.completed.number, now.completed.time_s)
             delta.update(now.lap, now.lap_distance_m, now.lap_time_s)
@@ -254,4 +325,6 @@ def lap_channels_for(
         z_sign if z_sign is not None else (base.z_sign if base else 1.0),
         active_field if active_field is not None else (base.active if base else None),
     )
-    return LapChannels(track, source=source, position=pos, lane=lane, reference=reference)
+    info = all_protocols().get(protocol)
+    facts = None if info is None else info.lap_facts
+    return LapChannels(track, source=source, position=pos, lane=lane, reference=reference, facts=facts)

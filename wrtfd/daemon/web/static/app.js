@@ -92,6 +92,7 @@ function render(u) {
   lastUpdate = u;
   renderAlerts(u.alerts || []);
   renderGroups(u);
+  renderTeam((u.fleet || {}).team);
   renderDisk(u.disk || {});
   renderSources(u.sources || {});
   renderEvents(((u.live || {}).events) || []);
@@ -273,6 +274,28 @@ function drawTrace(canvas, group, units) {
     const max = Math.max(1, ...t.speed.map((p) => p[1] || 0));
     line(t.speed, "#ffffff", (v) => v / max);
   }
+}
+
+// The team's best laps at this track (fleet.team: the laps bucket ranked by the fleet thread);
+// hidden without a fleet (or with team_rows = 0).
+function renderTeam(t) {
+  const card = $("team-card");
+  card.hidden = !t;
+  if (!t) return;
+  $("team-track").textContent = t.track ? `· ${t.track}` : "";
+  const gap = (g) => (g > 0 ? `+${Number(g).toFixed(3)}` : "");
+  let me = "";
+  if (!t.track) me = "no track yet";
+  else if (t.me) me = t.me.pos === 1 ? `${t.me.driver}: P1, the team's best` : `${t.me.driver}: P${t.me.pos} of ${t.drivers}, ${gap(t.me.gap_s)} to the best`;
+  else me = `${t.driver}: no lap here yet`;
+  if (t.last_error) me += ` · ${t.last_error}`;
+  $("team-me").textContent = me;
+  $("team").querySelector("tbody").replaceChildren(...(t.rows || []).map((r) => {
+    const tr = el("tr", r.driver === (t.me && t.me.driver) ? "mine" : null);
+    tr.append(el("td", null, String(r.pos)), el("td", null, r.driver), el("td", null, r.car || "–"),
+      el("td", null, fmtLap(r.best_s)), el("td", null, gap(r.gap_s)));
+    return tr;
+  }));
 }
 
 function renderDisk(d) {
