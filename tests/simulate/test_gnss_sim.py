@@ -87,7 +87,7 @@ def test_velocity_is_that_of_the_positions(road: tuple[LanePath, Drive, tuple[fl
     _, drive, _ = road
     errors = GnssErrors(seed=1, noise_m=0.0)
     fixes = [errors.fix(drive, float(t), UTC0) for t in np.arange(0.0, drive.end_s, 0.04)]
-    x, z = drive.plane.to_xy([f.lat_deg for f in fixes], [f.lon_deg for f in fixes])
+    x, z = drive.plane.to_xy(np.array([f.lat_deg for f in fixes]), np.array([f.lon_deg for f in fixes]))
     ground = float(np.sum(np.hypot(np.diff(x), np.diff(z))))
     speed = np.array([f.speed_mps for f in fixes])
     travelled = float(np.sum(0.5 * (speed[1:] + speed[:-1]) * 0.04))

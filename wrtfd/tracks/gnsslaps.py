@@ -5,7 +5,8 @@ velocity (NAV-PVT's velN/velE, NMEA's speed and course), positions are smoothed 
 Kalman filter that predicts each fix from the previous one and the Doppler velocity: a receiver's
 velocity is good to a few cm/s while a single position is off by a metre or more, so the
 smoothed path crosses the line within a few milliseconds of the true time even at 20 m/s with
-metres of noise. Without velocity the raw fixes are used.
+metres of noise. Without velocity the raw fixes are used. Live the filter runs forward; after
+the session :meth:`GnssLapTimer.smooth` runs it both ways (docs/circuits.md).
 
 A lap is a crossing of the start/finish *segment* in the driving direction, its time interpolated
 linearly between the two (smoothed) fixes either side. Rules, as in :mod:`wrtfd.tracks.laps`:
@@ -386,8 +387,8 @@ def timer_for(
 
 
 #: The timer's velocity noise when the frame has the receiver's velocity components (u-blox
-#: NAV-PVT ``vel_n_mps``/``vel_e_mps``, its Doppler solution, good to about 0.1 m/s: its sAcc)
-#: rather than NMEA's speed and course, which receivers smooth (the timer's default, 0.5 m/s).
+#: NAV-PVT ``vel_n_mps``/``vel_e_mps``, its Doppler solution, good to a few cm/s) rather than
+#: NMEA's speed and course, which receivers smooth (the timer's default, 0.5 m/s).
 DOPPLER_VELOCITY_NOISE_MPS = 0.03
 
 #: ``gps_fix_mode`` value of "no fix" (nmea and ubx definitions).
