@@ -732,11 +732,13 @@ def gnss_session_laps(
     source: str | None = None,
     fields: GnssFields | None = None,
     smooth: bool = True,
+    on_frame: Callable[[int, LapState | None], None] | None = None,
     **options: Any,
 ) -> tuple[list[Lap], GnssLapChannels]:
     """Laps of one recorded session from its fixes, through the same plug-in as live, the fixes
     smoothed both ways first (:meth:`GnssLapTimer.smooth`: after the session every fix can learn
-    from the ones after it; ``smooth=False`` times them as live).
+    from the ones after it; ``smooth=False`` times them as live). ``on_frame`` is told each
+    frame's index and state (None before the first fix).
 
     :raises TrackError: no source of the frame has latitude and longitude channels.
     """
@@ -784,7 +786,9 @@ def gnss_session_laps(
             )
             estimates = {i: (float(a), float(b)) for i, a, b in zip(rows, sx, sy, strict=True)}
     for i in range(len(t)):
-        plug.feed(*frame(i), estimate=estimates.get(i))
+        st = plug.feed(*frame(i), estimate=estimates.get(i))
+        if on_frame is not None:
+            on_frame(i, st)
     return plug.laps, plug
 
 
