@@ -40,6 +40,7 @@ __all__ = [
     "UbxReceiver",
     "epochs",
     "gps_time_of_week_ms",
+    "ground_factor",
     "nav_pvt_frame",
     "nmea_epoch",
     "truth_laps",
@@ -85,7 +86,7 @@ class Fix:
 GEOID_SEP_M = 48.0
 
 
-def _ground(path: LanePath, progress_m: float) -> float:
+def ground_factor(path: LanePath, progress_m: float) -> float:
     """Ground distance per path distance at ``progress_m``: a climbing line's length is 3D, an
     arc's is its ground length (the car's speed is along the path; a receiver's velocity is the
     horizontal one, the derivative of its horizontal position)."""
@@ -115,7 +116,7 @@ class Drive:
     ) -> None:
         sim = Simulation(path, laps=laps, rate_hz=tick_hz, seed=seed, sectors_m=sectors_m, pre_start_s=0.0)
         rows = [
-            (s.t_s, s.x, s.y, s.z, s.speed_mps * _ground(path, s.progress_m), s.heading_x, s.heading_z)
+            (s.t_s, s.x, s.y, s.z, s.speed_mps * ground_factor(path, s.progress_m), s.heading_x, s.heading_z)
             for s in sim.states()
         ]
         table = np.array(rows, dtype=np.float64)
