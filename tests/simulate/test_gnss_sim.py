@@ -80,6 +80,24 @@ def test_positions_lie_on_the_lane_without_noise(road: tuple[LanePath, Drive, tu
     assert float(np.max(gap)) < 0.05  # on the lane (the chords of 5 ms ticks on arcs, at most)
 
 
+def test_velocity_is_that_of_the_positions(road: tuple[LanePath, Drive, tuple[float, ...]]) -> None:
+    """A receiver's velocity is the horizontal one: its ground speed over the drive adds up to
+    the ground distance between its positions (the car's speed is along its climbing path, 0.03 %
+    longer on road.trk; a filter trusting the velocity over tens of seconds would lag by that)."""
+    _, drive, _ = road
+    errors = GnssErrors(seed=1, noise_m=0.0)
+    fixes = [errors.fix(drive, float(t), UTC0) for t in np.arange(0.0, drive.end_s, 0.04)]
+    x, z = drive.plane.to_xy(np.array([f.lat_deg for f in fixes]), np.array([f.lon_deg for f in fixes]))
+    ground = float(np.sum(np.hypot(np.diff(x), np.diff(z))))
+    speed = np.array([f.speed_mps for f in fixes])
+    travelled = float(np.sum(0.5 * (speed[1:] + speed[:-1]) * 0.04))
+    assert ground > 2000.0
+    assert travelled == pytest.approx(ground, rel=1e-4)
+    east = np.array([f.vel_e_mps for f in fixes])
+    north = np.array([f.vel_n_mps for f in fixes])
+    assert np.allclose(np.hypot(east, north), speed)
+
+
 def test_noise_is_seeded_and_of_the_asked_size() -> None:
     a = GnssErrors(seed=3, noise_m=2.0, tau_s=1.0)
     b = GnssErrors(seed=3, noise_m=2.0, tau_s=1.0)

@@ -16,8 +16,8 @@ different ways (up to 2 x 1 m / 21 m/s). So the realistic case is checked on wha
 adds: its error less the receiver's own along-track error at the two crossings (taken from the
 fixes and the car's true path, not from the timer).
 
-tests/tracks/test_gnsslaps.py times white (independent per fix) noise, the harder case for a
-filter; its bounds are looser (15 ms and 10 ms) and stay.
+tests/tracks/test_gnss_delta.py times white (independent per fix) noise, the case of the issue's
+bounds.
 """
 
 from __future__ import annotations
@@ -152,9 +152,9 @@ SEEDS = [1, 2, 3, 4]
 @pytest.mark.parametrize("seed", SEEDS)
 def test_laps_within_the_issue_bounds_when_the_offset_holds(rate_hz: int, bound_ms: float, seed: int) -> None:
     """1 m of offset that holds through the session (and the white jitter): the lap times are
-    the car's within 10 ms at 10 Hz, 5 ms at 25 Hz (measured, seeds 1-8: 1.7 and 1.6 ms); the
-    sector times likewise once the offset's projection on each line is taken off (2.6, 1.8 ms;
-    with it: 172 ms)."""
+    the car's within 10 ms at 10 Hz, 5 ms at 25 Hz (measured, seeds 1-8: 7.3 and 3.1 ms; 1.7 and
+    1.6 ms measured earlier with the velocity trusted to 0.5 m/s); the sector times likewise once the
+    offset's projection on each line is taken off (9.9, 4.4 ms; with it: 172 ms)."""
     laps, shift = timed(rate_hz, 1.0, seed, tau_s=1e9)
     lap_ms, _ = _errors(laps, shift, residual=False)
     assert lap_ms < bound_ms
@@ -163,19 +163,27 @@ def test_laps_within_the_issue_bounds_when_the_offset_holds(rate_hz: int, bound_
     assert sector_ms < bound_ms
 
 
-@pytest.mark.parametrize(("rate_hz", "protocol"), [(10, "ubx"), (25, "ubx"), (10, "nmea")])
+@pytest.mark.parametrize(
+    ("rate_hz", "protocol", "lap_ms", "own_lap_ms", "own_sector_ms"),
+    [(10, "ubx", 20.0, 30.0, 34.0), (25, "ubx", 30.0, 40.0, 48.0), (10, "nmea", 20.0, 30.0, 34.0)],
+)
 @pytest.mark.parametrize("seed", SEEDS)
-def test_with_a_wandering_offset_the_timer_adds_little(rate_hz: int, protocol: str, seed: int) -> None:
+def test_with_a_wandering_offset(
+    rate_hz: int, protocol: str, lap_ms: float, own_lap_ms: float, own_sector_ms: float, seed: int
+) -> None:
     """The default model (1 m offset wandering with a 600 s time constant): every lap counted
-    once, and the timer's error less the receiver's own share at the lines bounded. Measured
-    over seeds 1-8 with the timer's settings of the white-noise tests (NAV-PVT's velocity
-    trusted to 0.1 m/s), worst laps / sectors: 9.6 / 15.2 ms at 10 Hz (NAV-PVT or NMEA),
-    17.3 / 28.4 ms at 25 Hz; without taking the receiver's share off: 20 / 163 ms at 10 Hz,
-    39 / 150 ms at 25 Hz. The brief's 10 / 5 ms are not met with this model (docs/circuits.md)."""
+    once; the lap times' error bounded, and the timer's error less the receiver's own share at
+    the lines. Measured over seeds 1-8 (NAV-PVT's velocity trusted to 0.03 m/s, the filter
+    averaging ~30 s), worst laps / less the share / sectors less the share: 16.7 / 26.5 / 30.0 ms
+    at 10 Hz, 25.5 / 35.5 / 43.6 ms at 25 Hz. Trusting the velocity to 0.1 m/s the filter follows
+    the offset more closely (less the share: 14.0 / 14.2 ms at 10 Hz) and the laps are further
+    from the car's (21.3 ms at 10 Hz, 39.3 ms at 25 Hz). The brief's 10 / 5 ms are not met with
+    this model (docs/circuits.md)."""
     laps, shift = timed(rate_hz, 1.0, seed, protocol=protocol)
-    lap_ms, sector_ms = _errors(laps, shift, residual=True)
-    assert lap_ms < 20.0
-    assert sector_ms < 32.0
+    assert _errors(laps, shift, residual=False)[0] < lap_ms
+    own_lap, own_sector = _errors(laps, shift, residual=True)
+    assert own_lap < own_lap_ms
+    assert own_sector < own_sector_ms
 
 
 @pytest.mark.parametrize("rate_hz", [10, 25])

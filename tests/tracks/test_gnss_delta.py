@@ -1,5 +1,5 @@
 """The predictive delta of GNSS laps, on the recorder's own frame: a simulated u-blox receiver
-(wrtfd.simulate.gnss, 25 Hz NAV-PVT with 1 m of position noise) drives 5 laps of road.trk, its
+(wrtfd.simulate.gnss, 25 Hz NAV-PVT with 1 m of white position noise) drives 5 laps of road.trk, its
 frames go through the real UBX decoder into the composed frame of a ``gps`` source plus the GNSS
 lap plug-in, one frame every 20 ms (50 Hz: each fix on two frames).
 
@@ -10,6 +10,7 @@ it; NaN before there is a reference."""
 from __future__ import annotations
 
 import math
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ from wrtfd.tracks import load_track
 from wrtfd.tracks.circuit import circuit_from_track
 from wrtfd.tracks.geodesy import track_plane
 from wrtfd.tracks.geometry import LanePath
-from wrtfd.tracks.gnsslaps import GnssLapChannels
+from wrtfd.tracks.gnsslaps import GnssLapChannels, gnss_session_laps
 from wrtfd.tracks.laps import timing_sectors
 
 ROAD = Path(__file__).resolve().parents[2] / "config" / "tracks" / "road.trk"
@@ -39,7 +40,7 @@ def _recorded(plug: GnssLapChannels, seed: int = 3) -> tuple[np.ndarray, Drive]:
     plane = track_plane(track.extensions)
     assert plane is not None
     drive = Drive(path, plane, laps=5, seed=seed, sectors_m=timing_sectors(track, path))
-    errors = GnssErrors(seed=seed, noise_m=1.0, tau_s=1.0 / FIX_HZ)
+    errors = GnssErrors(seed=seed, noise_m=1.0, tau_s=1e-3)  # white: independent per fix
     schema = Schema.from_dict(compose_definition([("gps", ubx_definition())], [plug]))
     decoder = UbxDecoder()
     fixes = list(epochs(drive, errors, rate_hz=FIX_HZ, utc_start_ns=UTC0_NS))
@@ -72,18 +73,18 @@ def test_last_delta_is_the_lap_time_difference_at_each_crossing() -> None:
     assert np.all(np.isnan(laps["delta"][:before])) and np.all(np.isnan(laps["last_delta"][:before]))
     best = plug.laps[0].time_s
     tick_s = 1.0 / FRAME_HZ
-    fix_s = 1.0 / FIX_HZ
     for lap, at in zip(plug.laps[1:], firsts[2:], strict=True):
         want = lap.time_s - best  # the lap driven against the best before it
         got = float(laps["last_delta"][at])
         assert got == pytest.approx(want, abs=1e-5), (lap.number, got, want)  # float32
         # the lap time at the crossing is measured from fixes; the delta on the lap's last frame
         # (held from the last fix before the line) is within one tick of the difference
+        # (measured, seeds 0-3: 10 ms at most, from the gap between that fix and the line)
         last_frame = float(laps["delta"][at - 1])
         assert math.isfinite(last_frame)
-        assert abs(last_frame - want) <= fix_s + tick_s, (lap.number, last_frame, want)
+        assert abs(last_frame - want) <= tick_s, (lap.number, last_frame, want)
         # predicted lap time on the last frame: the lap's own time, within one tick likewise
-        assert abs(float(laps["predicted"][at - 1]) - lap.time_s) <= fix_s + tick_s
+        assert abs(float(laps["predicted"][at - 1]) - lap.time_s) <= tick_s
         # held until the next crossing
         nxt = firsts[np.searchsorted(firsts, at, side="right")] if at != firsts[-1] else len(frames)
         assert np.all(laps["last_delta"][at:nxt] == laps["last_delta"][at])
@@ -106,55 +107,77 @@ def test_a_new_session_and_a_new_line_forget_the_session_reference() -> None:
     assert plug.delta.reference is None
 
 
-def _timed(rate_hz: int, seed: int) -> tuple[GnssLapChannels, Drive]:
-    """5 laps of NAV-PVT at ``rate_hz`` with 1 m of white noise per fix, decoded, fed to the
-    daemon's plug-in (the fields a u-blox frame has: its velocity components)."""
+@cache
+def _session(rate_hz: int, seed: int, noise_m: float = 1.0) -> tuple[np.ndarray, np.ndarray, Drive]:
+    """5 laps of NAV-PVT at ``rate_hz`` with ``noise_m`` of white noise per fix (independent: the error's
+    time constant a thousandth of a second) and the receiver's few cm/s on the velocity, decoded
+    into the frames of a recording of one ``gps`` source, with their session times."""
     track = load_track(ROAD)
     path = LanePath(track)
     plane = track_plane(track.extensions)
     assert plane is not None
     drive = Drive(path, plane, laps=5, seed=seed, sectors_m=timing_sectors(track, path))
-    errors = GnssErrors(seed=seed, noise_m=1.0, tau_s=1.0 / rate_hz)
-    plug = GnssLapChannels(circuit_from_track(track), source="gps")
+    errors = GnssErrors(seed=seed, noise_m=noise_m, tau_s=1e-3)
+    schema = Schema.from_dict(compose_definition([("gps", ubx_definition())]))
     decoder = UbxDecoder()
-    for fix in epochs(drive, errors, rate_hz=rate_hz, utc_start_ns=UTC0_NS):
+    fixes = list(epochs(drive, errors, rate_hz=rate_hz, utc_start_ns=UTC0_NS))
+    frames = np.zeros(len(fixes), dtype=schema.frame_dtype)
+    names = frames.dtype["gps"].names or ()
+    for i, fix in enumerate(fixes):
         decoded = decoder.decode(nav_pvt_frame(fix))
         assert decoded is not None
-        v = decoded.values
-        t = v["fix_time_utc_us"] / 1e6
-        plug.feed(
-            t - UTC0_NS / 1e9,
-            v["lat_deg"],
-            v["lon_deg"],
-            t,
-            v["vel_e_mps"],
-            v["vel_n_mps"],
-            v["fix_mode"] != 1,
-        )
-    return plug, drive
+        frames[i]["tick"] = i
+        for name, value in decoded.values.items():
+            if name in names:
+                frames[i]["gps"][name] = value
+    times = np.array([(fix.utc_ns - UTC0_NS) / 1e9 for fix in fixes])
+    return frames, times, drive
 
 
-@pytest.mark.parametrize(
-    ("rate_hz", "mean_ms", "worst_ms", "sector_worst_ms"), [(10, 10.0, 20.0, 20.0), (25, 5.0, 12.0, 20.0)]
-)
-def test_lap_times_from_decoded_nav_pvt_with_1m_noise(
-    rate_hz: int, mean_ms: float, worst_ms: float, sector_worst_ms: float
-) -> None:
-    """Every lap counted once; the mean error of lap and sector times within the issue's bound
-    (10 ms at 10 Hz, 5 ms at 25 Hz). The worst of the 20 laps does not make it yet: measured
-    (seeds 0-3) 10 Hz laps mean 5.4 ms, worst 17.0 ms, sectors mean 4.5, worst 14.4; 25 Hz laps
-    mean 4.4, worst 10.7, sectors mean 4.3, worst 16.1. Bounded here by what holds."""
-    lap_errors, sector_errors = [], []
+def _errors_ms(rate_hz: int, *, smooth: bool, noise_m: float = 1.0) -> tuple[list[float], list[float]]:
+    """Lap and sector errors (ms) over seeds 0-3 (20 laps, 60 sectors), every lap counted once
+    and every sector line crossed once a lap."""
+    circuit = circuit_from_track(load_track(ROAD))
+    laps_ms: list[float] = []
+    sectors_ms: list[float] = []
     for seed in range(4):
-        plug, drive = _timed(rate_hz, seed)
-        assert [lap.number for lap in plug.laps] == [lap.number for lap in drive.laps] == [1, 2, 3, 4, 5]
-        for got, want in zip(plug.laps, drive.laps, strict=True):
-            lap_errors.append(abs(got.time_s - want.time_s))
+        frames, times, drive = _session(rate_hz, seed, noise_m)
+        laps, _ = gnss_session_laps(frames, times, circuit, smooth=smooth)
+        assert [lap.number for lap in laps] == [lap.number for lap in drive.laps] == [1, 2, 3, 4, 5]
+        for got, want in zip(laps, drive.laps, strict=True):
+            laps_ms.append(abs(got.time_s - want.time_s) * 1000)
             assert len(got.sector_times_s) == len(want.sector_times_s) == 3
-            sector_errors += [
-                abs(a - b) for a, b in zip(got.sector_times_s, want.sector_times_s, strict=True)
+            sectors_ms += [
+                abs(a - b) * 1000 for a, b in zip(got.sector_times_s, want.sector_times_s, strict=True)
             ]
-    assert np.mean(lap_errors) * 1000 < mean_ms, lap_errors
-    assert max(lap_errors) * 1000 < worst_ms, lap_errors
-    assert np.mean(sector_errors) * 1000 < mean_ms, sector_errors
-    assert max(sector_errors) * 1000 < sector_worst_ms, sector_errors
+    return laps_ms, sectors_ms
+
+
+@pytest.mark.parametrize(("rate_hz", "bound_ms"), [(10, 10.0), (25, 5.0)])
+def test_after_the_session_every_lap_and_sector_within_the_issue_bounds(
+    rate_hz: int, bound_ms: float
+) -> None:
+    """``wrtfd laps`` (fixes smoothed both ways): every lap and every sector time the car's own
+    within 10 ms at 10 Hz, 5 ms at 25 Hz (measured over seeds 0-11: see docs/circuits.md)."""
+    laps_ms, sectors_ms = _errors_ms(rate_hz, smooth=True)
+    assert max(laps_ms) < bound_ms, laps_ms
+    assert max(sectors_ms) < bound_ms, sectors_ms
+
+
+@pytest.mark.parametrize(("rate_hz", "worst_ms"), [(10, 12.0), (25, 10.0)])
+def test_live_lap_times_with_1m_noise(rate_hz: int, worst_ms: float) -> None:
+    """Live (the filter forward only, the lap known at the line): every lap counted once; the mean
+    error within the issue's bound, the worst lap or sector not (measured in docs/circuits.md)."""
+    laps_ms, sectors_ms = _errors_ms(rate_hz, smooth=False)
+    bound = 10.0 if rate_hz == 10 else 5.0
+    assert np.mean(laps_ms) < bound and np.mean(sectors_ms) < bound
+    assert max(laps_ms) < worst_ms and max(sectors_ms) < worst_ms
+
+
+@pytest.mark.parametrize("smooth", [False, True])
+@pytest.mark.parametrize("rate_hz", [10, 25])
+def test_3m_white_noise_counts_every_lap_and_sector_once(rate_hz: int, smooth: bool) -> None:
+    """3 m of white noise per fix, live and after the session: no lap counted twice or missed,
+    every sector line crossed once a lap (the times: measured in docs/circuits.md)."""
+    laps_ms, sectors_ms = _errors_ms(rate_hz, smooth=smooth, noise_m=3.0)
+    assert max(laps_ms) < 50.0 and max(sectors_ms) < 50.0

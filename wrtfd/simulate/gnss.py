@@ -40,6 +40,7 @@ __all__ = [
     "UbxReceiver",
     "epochs",
     "gps_time_of_week_ms",
+    "ground_factor",
     "nav_pvt_frame",
     "nmea_epoch",
     "truth_laps",
@@ -85,6 +86,16 @@ class Fix:
 GEOID_SEP_M = 48.0
 
 
+def ground_factor(path: LanePath, progress_m: float) -> float:
+    """Ground distance per path distance at ``progress_m``: a climbing line's length is 3D, an
+    arc's is its ground length (the car's speed is along the path; a receiver's velocity is the
+    horizontal one, the derivative of its horizontal position)."""
+    seg = path.segments[path.segment_index_at(progress_m)]
+    if seg.kind != "line":
+        return 1.0
+    return math.hypot(seg.x1 - seg.x0, seg.z1 - seg.z0) / seg.length_m
+
+
 class Drive:
     """The car's true path on the globe, sampled at any time (s from the drive's start).
 
@@ -104,11 +115,14 @@ class Drive:
         base_alt_m: float = 300.0,
     ) -> None:
         sim = Simulation(path, laps=laps, rate_hz=tick_hz, seed=seed, sectors_m=sectors_m, pre_start_s=0.0)
-        rows = [(s.t_s, s.x, s.y, s.z, s.speed_mps, s.heading_x, s.heading_z) for s in sim.states()]
+        rows = [
+            (s.t_s, s.x, s.y, s.z, s.speed_mps * ground_factor(path, s.progress_m), s.heading_x, s.heading_z)
+            for s in sim.states()
+        ]
         table = np.array(rows, dtype=np.float64)
         self.t = table[:, 0]
         self.x, self.y, self.z = table[:, 1], table[:, 2], table[:, 3]
-        self.speed = table[:, 4]
+        self.speed = table[:, 4]  # over the ground, as a receiver's ground speed
         self.hx, self.hz = table[:, 5], table[:, 6]
         self.plane = plane
         self.base_alt_m = base_alt_m

@@ -19,7 +19,8 @@ from wrtfd.errors import TrackError
 from wrtfd.tracks.analysis import SessionLaps
 from wrtfd.tracks.circuit import Circuit, recorded_circuit
 from wrtfd.tracks.geodesy import LocalPlane
-from wrtfd.tracks.gnsslaps import NO_FIX, GnssLapChannels, find_gnss_source, nearest_circuit
+from wrtfd.tracks.gnsslaps import NO_FIX, find_gnss_source, gnss_session_laps, nearest_circuit
+from wrtfd.tracks.laps import LapState
 
 __all__ = ["file_circuit", "gnss_map_xy", "gnss_plane", "gnss_session_analysis"]
 
@@ -78,35 +79,18 @@ def gnss_session_analysis(
 
     :raises TrackError: no GNSS source.
     """
-    found, fields, lat, lon, ok = _fixes(frames, source)
-    sub = frames[found]
-    t = np.asarray(times_s, dtype=np.float64)
-    fix_t = np.asarray(sub[fields.time_us], dtype=np.float64) / 1e6 if fields.time_us is not None else None
-    ve = vn = None
-    if fields.vel_n is not None and fields.vel_e is not None:
-        ve, vn = np.asarray(sub[fields.vel_e], np.float64), np.asarray(sub[fields.vel_n], np.float64)
-    elif fields.speed is not None and fields.course is not None:
-        v = np.asarray(sub[fields.speed], np.float64)
-        c = np.radians(np.asarray(sub[fields.course], np.float64))
-        ve, vn = v * np.sin(c), v * np.cos(c)
-    plug = GnssLapChannels(circuit, source=found, fields=fields)
+    found, fields, _, _, ok = _fixes(frames, source)
     n = len(frames)
     lap_number = np.zeros(n, dtype=np.int64)
     lap_distance = np.zeros(n, dtype=np.float64)
-    for i in range(n):
-        st = plug.feed(
-            float(t[i]),
-            float(lat[i]),
-            float(lon[i]),
-            None if fix_t is None else float(fix_t[i]),
-            None if ve is None else float(ve[i]),
-            None if vn is None else float(vn[i]),
-            bool(ok[i]),
-        )
+
+    def keep(i: int, st: LapState | None) -> None:
         if st is not None:
             lap_number[i] = st.lap
             lap_distance[i] = st.lap_distance_m
-    return SessionLaps(list(plug.laps), lap_number, lap_distance, ok, (0.0,), math.nan)
+
+    laps, _ = gnss_session_laps(frames, times_s, circuit, source=found, fields=fields, on_frame=keep)
+    return SessionLaps(list(laps), lap_number, lap_distance, ok, (0.0,), math.nan)
 
 
 def file_circuit(metadata: Any, frames: np.ndarray, source: str | None, where: str) -> Circuit | None:

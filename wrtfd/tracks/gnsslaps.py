@@ -5,7 +5,8 @@ velocity (NAV-PVT's velN/velE, NMEA's speed and course), positions are smoothed 
 Kalman filter that predicts each fix from the previous one and the Doppler velocity: a receiver's
 velocity is good to a few cm/s while a single position is off by a metre or more, so the
 smoothed path crosses the line within a few milliseconds of the true time even at 20 m/s with
-metres of noise. Without velocity the raw fixes are used.
+metres of noise. Without velocity the raw fixes are used. Live the filter runs forward; after
+the session :meth:`GnssLapTimer.smooth` runs it both ways (docs/circuits.md).
 
 A lap is a crossing of the start/finish *segment* in the driving direction, its time interpolated
 linearly between the two (smoothed) fixes either side. Rules, as in :mod:`wrtfd.tracks.laps`:
@@ -92,6 +93,13 @@ class PlaneLine:
         return f, (1 if s1 > s0 else -1)
 
 
+def _velocity(v_east: float | None, v_north: float | None) -> tuple[float, float] | None:
+    """A reported velocity, or None when it is missing or not finite."""
+    if v_east is None or v_north is None or not (math.isfinite(v_east) and math.isfinite(v_north)):
+        return None
+    return float(v_east), float(v_north)
+
+
 def plane_lines(circuit: Circuit, plane: LocalPlane) -> tuple[PlaneLine, list[PlaneLine]]:
     """The circuit's start/finish and sector lines in ``plane``."""
     sign = {"right": 1, "left": -1, "either": 0}[circuit.direction]
@@ -165,12 +173,20 @@ class GnssLapTimer:
     # --- feeding ------------------------------------------------------------------------------------
 
     def update(
-        self, t: float, x: float, y: float, v_east: float | None = None, v_north: float | None = None
+        self,
+        t: float,
+        x: float,
+        y: float,
+        v_east: float | None = None,
+        v_north: float | None = None,
+        *,
+        estimate: bool = False,
     ) -> LapState:
-        """Feed one fix (times increasing; an equal or earlier time only gives the state)."""
-        vel = (v_east, v_north) if v_east is not None and v_north is not None else None
-        if vel is not None and not (math.isfinite(vel[0]) and math.isfinite(vel[1])):
-            vel = None
+        """Feed one fix (times increasing; an equal or earlier time only gives the state).
+
+        ``estimate``: the position is already an estimate (:meth:`smooth`), not filtered again.
+        """
+        vel = _velocity(v_east, v_north)
         if self._session_t0 is None:
             self._session_t0 = t
         completed: Lap | None = None
@@ -178,14 +194,18 @@ class GnssLapTimer:
             self._begin(t, x, y, vel)
         elif t > self._t:
             dt = t - self._t
-            jump = math.hypot(x - self._raw[0], y - self._raw[1])
-            if dt > self.max_gap_s or jump > max(self.min_jump_m, self.max_speed_mps * dt):
+            if self._restarts(t, dt, x, y, self._raw):
                 self.resets += 1
                 self._restart()
                 self._begin(t, x, y, vel)
             else:
-                completed = self._step(t, dt, x, y, vel)
+                completed = self._step(t, dt, x, y, vel, estimate)
         return self._state(t, completed)
+
+    def _restarts(self, t: float, dt: float, x: float, y: float, raw: tuple[float, float]) -> bool:
+        """Whether a fix ``dt`` after the one at ``raw`` is a jump or follows a lost fix."""
+        jump = math.hypot(x - raw[0], y - raw[1])
+        return dt > self.max_gap_s or jump > max(self.min_jump_m, self.max_speed_mps * dt)
 
     def _begin(self, t: float, x: float, y: float, vel: tuple[float, float] | None) -> None:
         self._t = t
@@ -195,9 +215,17 @@ class GnssLapTimer:
         self._p = self.r
         self._state_t0 = t
 
-    def _step(self, t: float, dt: float, x: float, y: float, vel: tuple[float, float] | None) -> Lap | None:
+    def _step(
+        self, t: float, dt: float, x: float, y: float, vel: tuple[float, float] | None, estimate: bool
+    ) -> Lap | None:
         x0, y0 = self._est
-        if vel is not None and self._vel is not None:
+        if estimate:
+            x1, y1 = x, y
+            if vel is not None and self._vel is not None:
+                step = 0.5 * (math.hypot(*self._vel) + math.hypot(*vel)) * dt
+            else:
+                step = math.hypot(x1 - x0, y1 - y0)
+        elif vel is not None and self._vel is not None:
             # predict with the mean velocity over the step, correct with the fix
             px = x0 + 0.5 * (self._vel[0] + vel[0]) * dt
             py = y0 + 0.5 * (self._vel[1] + vel[1]) * dt
@@ -281,6 +309,62 @@ class GnssLapTimer:
             )
         return LapState(self._lap, self._odo, 0, t - self._state_t0, completed)
 
+    def smooth(
+        self,
+        t: npt.ArrayLike,
+        x: npt.ArrayLike,
+        y: npt.ArrayLike,
+        v_east: npt.ArrayLike | None = None,
+        v_north: npt.ArrayLike | None = None,
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """A whole session's fixes smoothed both ways (for after the session; feed the result to
+        :meth:`update` with ``estimate=True``).
+
+        The live filter, run forward, then a Rauch-Tung-Striebel pass backward: each position
+        also learns from the fixes after it, which halves the variance where the filter has
+        averaged long (docs/circuits.md, "How good it is"). The filter starts again where
+        :meth:`update` would (a jump, a lost fix, a missing velocity); a fix not later than the
+        one before is left as it is (:meth:`update` ignores it).
+        """
+        ts = np.asarray(t, dtype=np.float64)
+        xs = np.array(x, dtype=np.float64)
+        ys = np.array(y, dtype=np.float64)
+        n = len(ts)
+        ve = np.full(n, np.nan) if v_east is None else np.asarray(v_east, dtype=np.float64)
+        vn = np.full(n, np.nan) if v_north is None else np.asarray(v_north, dtype=np.float64)
+        fx, fy = xs.copy(), ys.copy()  # filtered
+        px, py = xs.copy(), ys.copy()  # predicted
+        p_f = np.full(n, self.r)  # filtered variance
+        p_p = np.full(n, self.r)  # predicted variance
+        before = np.full(n, -1)  # the fix each one was predicted from (-1: the filter began there)
+        last = -1
+        for k in range(n):
+            if last >= 0 and ts[k] <= ts[last]:
+                continue
+            prev, last = last, k
+            if prev < 0:
+                continue
+            dt = ts[k] - ts[prev]
+            va, vb = _velocity(ve[prev], vn[prev]), _velocity(ve[k], vn[k])
+            if va is None or vb is None or self._restarts(ts[k], dt, xs[k], ys[k], (xs[prev], ys[prev])):
+                continue
+            px[k] = fx[prev] + 0.5 * (va[0] + vb[0]) * dt
+            py[k] = fy[prev] + 0.5 * (va[1] + vb[1]) * dt
+            p_p[k] = p = p_f[prev] + (self.sigma_v * dt) ** 2
+            g = p / (p + self.r)
+            fx[k] = px[k] + g * (xs[k] - px[k])
+            fy[k] = py[k] + g * (ys[k] - py[k])
+            p_f[k] = (1.0 - g) * p
+            before[k] = prev
+        sx, sy = fx.copy(), fy.copy()
+        for k in range(n - 1, 0, -1):
+            j = before[k]
+            if j >= 0:
+                c = p_f[j] / p_p[k]
+                sx[j] = fx[j] + c * (sx[k] - px[k])
+                sy[j] = fy[j] + c * (sy[k] - py[k])
+        return sx, sy
+
     # --- results ----------------------------------------------------------------------------------
 
     @property
@@ -303,9 +387,9 @@ def timer_for(
 
 
 #: The timer's velocity noise when the frame has the receiver's velocity components (u-blox
-#: NAV-PVT ``vel_n_mps``/``vel_e_mps``, its Doppler solution, good to about 0.1 m/s: its sAcc)
-#: rather than NMEA's speed and course, which receivers smooth (the timer's default, 0.5 m/s).
-DOPPLER_VELOCITY_NOISE_MPS = 0.1
+#: NAV-PVT ``vel_n_mps``/``vel_e_mps``, its Doppler solution, good to a few cm/s) rather than
+#: NMEA's speed and course, which receivers smooth (the timer's default, 0.5 m/s).
+DOPPLER_VELOCITY_NOISE_MPS = 0.03
 
 #: ``gps_fix_mode`` value of "no fix" (nmea and ubx definitions).
 NO_FIX = 1
@@ -487,15 +571,17 @@ class GnssLapChannels:
         v_east: float | None = None,
         v_north: float | None = None,
         has_fix: bool = True,
+        *,
+        estimate: tuple[float, float] | None = None,
     ) -> LapState | None:
-        """One frame's values (session time ``time_s``); returns the state, None while no fix."""
-        if not has_fix or not (math.isfinite(lat) and math.isfinite(lon)) or (lat == 0.0 and lon == 0.0):
+        """One frame's values (session time ``time_s``); returns the state, None while no fix.
+
+        ``estimate``: the fix's position in the circuit's plane already smoothed
+        (:meth:`GnssLapTimer.smooth`, after the session), timed as it is.
+        """
+        t_fix = self._new_fix(time_s, lat, lon, fix_time_s, has_fix)
+        if t_fix is None:
             return self._last
-        t_fix = fix_time_s if fix_time_s is not None and fix_time_s > 0.0 else time_s
-        key = (t_fix, lat, lon) if fix_time_s is None else (t_fix, 0.0, 0.0)
-        if key == self._last_key:
-            return self._last
-        self._last_key = key
         if self._line_request is not None:
             self._lay_line(lat, lon)
         self._prev_fix = (t_fix, lat, lon, v_east, v_north)
@@ -505,9 +591,9 @@ class GnssLapChannels:
         off = time_s - t_fix
         if self._offset is None or off < self._offset or off - self._offset > 2.0:
             self._offset = off
-        x, y = self.plane.to_xy(lat, lon)
+        x, y = self.plane.to_xy(lat, lon) if estimate is None else estimate
         timer = self.timer
-        st = timer.update(t_fix, float(x), float(y), v_east, v_north)
+        st = timer.update(t_fix, float(x), float(y), v_east, v_north, estimate=estimate is not None)
         if st.completed is not None:
             lap = st.completed
             self.laps.append(
@@ -519,6 +605,19 @@ class GnssLapChannels:
         self._last = st
         self._fix_session_t = t_fix + self._offset
         return st
+
+    def _new_fix(
+        self, time_s: float, lat: float, lon: float, fix_time_s: float | None, has_fix: bool
+    ) -> float | None:
+        """The fix time of a frame that brings a new fix; None for no fix or the previous one."""
+        if not has_fix or not (math.isfinite(lat) and math.isfinite(lon)) or (lat == 0.0 and lon == 0.0):
+            return None
+        t_fix = fix_time_s if fix_time_s is not None and fix_time_s > 0.0 else time_s
+        key = (t_fix, lat, lon) if fix_time_s is None else (t_fix, 0.0, 0.0)
+        if key == self._last_key:
+            return None
+        self._last_key = key
+        return t_fix
 
     def _velocity(self, src: np.void) -> tuple[float | None, float | None]:
         f = self.fields
@@ -632,9 +731,14 @@ def gnss_session_laps(
     *,
     source: str | None = None,
     fields: GnssFields | None = None,
+    smooth: bool = True,
+    on_frame: Callable[[int, LapState | None], None] | None = None,
     **options: Any,
 ) -> tuple[list[Lap], GnssLapChannels]:
-    """Laps of one recorded session from its fixes, through the same plug-in as live.
+    """Laps of one recorded session from its fixes, through the same plug-in as live, the fixes
+    smoothed both ways first (:meth:`GnssLapTimer.smooth`: after the session every fix can learn
+    from the ones after it; ``smooth=False`` times them as live). ``on_frame`` is told each
+    frame's index and state (None before the first fix).
 
     :raises TrackError: no source of the frame has latitude and longitude channels.
     """
@@ -653,8 +757,9 @@ def gnss_session_laps(
         c = np.radians(np.asarray(sub[use.course], np.float64))
         ve, vn = v * np.sin(c), v * np.cos(c)
     fix_mode = np.asarray(sub[use.fix_mode], dtype=np.int64) if use.fix_mode is not None else None
-    for i in range(len(t)):
-        plug.feed(
+
+    def frame(i: int) -> tuple[float, float, float, float | None, float | None, float | None, bool]:
+        return (
             float(t[i]),
             float(lat[i]),
             float(lon[i]),
@@ -663,6 +768,27 @@ def gnss_session_laps(
             None if vn is None else float(vn[i]),
             fix_mode is None or int(fix_mode[i]) != NO_FIX,
         )
+
+    estimates: dict[int, tuple[float, float]] = {}
+    if smooth and plug.timer is not None and plug.plane is not None:
+        # the frames that bring a new fix (as the plug-in picks them), smoothed as one track
+        probe = GnssLapChannels(None, source=found, fields=use)
+        rows = []
+        for i in range(len(t)):
+            time_s, la, lo, fix_s, _, _, has_fix = frame(i)
+            if probe._new_fix(time_s, la, lo, fix_s, has_fix) is not None:
+                rows.append(i)
+        if rows:
+            xs, ys = plug.plane.to_xy(lat[rows], lon[rows])
+            ft = t[rows] if fix_t is None else np.where(fix_t[rows] > 0.0, fix_t[rows], t[rows])
+            sx, sy = plug.timer.smooth(
+                ft, xs, ys, None if ve is None else ve[rows], None if vn is None else vn[rows]
+            )
+            estimates = {i: (float(a), float(b)) for i, a, b in zip(rows, sx, sy, strict=True)}
+    for i in range(len(t)):
+        st = plug.feed(*frame(i), estimate=estimates.get(i))
+        if on_frame is not None:
+            on_frame(i, st)
     return plug.laps, plug
 
 
