@@ -43,6 +43,7 @@ SHARED_SPEC = SHARED / "spec"
 #: runs beside them instead of after them (one of them last added two minutes to a run).
 LONG_MODULES = (
     "tests/e2e/test_gnss_kart_live.py",
+    "tests/test_typing.py",
     "tests/fleet/test_cluster.py",
     "tests/test_packaging.py",
     "tests/e2e/test_fleet.py",

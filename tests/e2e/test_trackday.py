@@ -134,10 +134,16 @@ def test_a_whole_track_day_headless(tmp_path: Path, browser: Any) -> None:  # no
             ".includes('last lap') && document.querySelector('CARD .delta .dval')?.textContent !== '–'",
         )
         assert sim.wait(timeout=240) == 0, sim.communicate()[1]  # the drive is over
-        wait_for(
-            lambda: d.status()["recorder"]["derived"].get("laps", {}).get("lap_count", 0) >= LAPS,
-            "every lap timed",
-        )
+        try:
+            wait_for(
+                lambda: d.status()["recorder"]["derived"].get("laps", {}).get("lap_count", 0) >= LAPS,
+                "every lap timed",
+            )
+        except AssertionError as e:  # say what the daemon saw: its laps, the source's counts, its log
+            seen = d.status()
+            raise AssertionError(
+                f"{e}\n{seen['recorder'].get('derived')}\n{seen['sources']}\n{d.stderr}"
+            ) from None
         status = d.status()["recorder"]
         shown = _page(
             browser,

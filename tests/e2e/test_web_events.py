@@ -80,14 +80,14 @@ def test_the_page_feed_words_events_as_the_journal_does(tmp_path: Path) -> None:
             )
 
         events = feed_events("127.0.0.1", status_port, has_all)
-        journal = wait_for(
-            lambda: (
-                [m[1] for ln in list(d.lines) if (m := JOURNAL.match(ln))]
-                if sum(1 for ln in list(d.lines) if JOURNAL.match(ln)) >= 3
-                else None
-            ),
-            "the journal lines",
-        )
+        texts = {e.get("text") for e in events}
+
+        def journal_lines() -> list[str] | None:
+            lines = [m[1] for ln in list(d.lines) if (m := JOURNAL.match(ln))]
+            return lines if len(lines) >= 3 and texts <= set(lines) else None
+
+        # the page can tell an event before the journal's line of it has been read from stderr
+        journal = wait_for(journal_lines, "a journal line for every event of the page")
     finally:
         if sim is not None:
             sim.kill()
