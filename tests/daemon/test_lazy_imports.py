@@ -110,9 +110,17 @@ def test_one_forza_source_daemon_loads_only_forza(tmp_path: Path) -> None:
         "wrtfd.decoders.registry",
     }
     assert not other_games, sorted(other_games)
-    # GNSS lap timing (circuits, VBO) is for a GNSS source with a circuit
-    gnss = {"wrtfd.tracks.gnsslaps", "wrtfd.tracks.circuit", "wrtfd.vbo"} & modules
-    assert not gnss, sorted(gnss)
+    # GNSS lap timing (circuits, VBO) is for a GNSS source with a circuit, track files and their
+    # lap channels for a source with a track
+    laps = {
+        "wrtfd.tracks.gnsslaps",
+        "wrtfd.tracks.circuit",
+        "wrtfd.vbo",
+        "wrtfd.tracks.lapchannels",
+        "wrtfd.tracks.validate",
+        "wrtfd.tracks.geometry",
+    } & modules
+    assert not laps, sorted(laps)
     # the status server listens (its port is bound at start) but loads its web stack only for
     # the first connection
     assert not top & set(WEB_STACK), sorted(top & set(WEB_STACK))
