@@ -621,7 +621,6 @@ def test_write_frame_writes_the_batch_bytes_as_groups_of_one(tmp_path: Path) -> 
                 w.write_frames(frames.copy())
             else:
                 for i, t in enumerate(ticks):
-                    values = {name: frames[name][i].item() for name in ("gear", "speed", "rpm")}
                     forms = [
                         dirty[i],
                         own[i],
