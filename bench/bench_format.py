@@ -1,6 +1,6 @@
 """WRTF write/read throughput against raw ``write()``/``read()`` and the ``mcap`` Python library.
 
-    python bench/bench_format.py [--quick] [--frames N] [--dir DIR]
+    python bench/bench_format.py [--quick] [--frames N] [--small] [--dir DIR]
 
 Two frame shapes, both with the frame check (``wrtfd_check``, docs/durability.md): small
 (tick + 4 float32 + the check = 32 B) and large (tick + 252 float32 + the check = 1 KiB).
@@ -302,6 +302,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="100k frames, one repeat")
     ap.add_argument("--frames", type=int, help="frames per case (default 1M, 100k with --quick)")
     ap.add_argument("--slow-frames", type=int, help="frames for the per-frame paths (default 100k / 20k)")
+    ap.add_argument("--small", action="store_true", help="the 32-byte frames only")
     ap.add_argument("--dir", type=Path, help="directory for the files (default: a temporary one)")
     args = ap.parse_args()
     n = args.frames or (100_000 if args.quick else 1_000_000)
@@ -310,7 +311,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="wrtfd-bench-", dir=args.dir))
     try:
         print(f"wrtfd format benchmark, {n} frames per case, files in {tmp} (cpu count {os.cpu_count()})")
-        for name, n_floats in (("small", 4), ("large", 252)):
+        for name, n_floats in (("small", 4), ("large", 252))[: 1 if args.small else 2]:
             for line in run_case(name, n_floats, n, n_slow, tmp, repeats):
                 print(line)
     finally:
