@@ -568,18 +568,17 @@ class Writer:
             raise FormatError(f"tick {tick} out of range")
         if last is not None and tick <= last:
             raise FormatError(f"tick {tick} after {last}: ticks must strictly increase (N10)")
-        is_void = isinstance(values, np.void)
-        if is_void or (isinstance(values, np.ndarray) and values.shape == ()):
+        if isinstance(values, np.void) or (isinstance(values, np.ndarray) and values.shape == ()):
             dt = values.dtype
-            # A record exports its bytes (one copy); a 0-d array through tobytes().
-            raw = values if is_void else values.tobytes()
-            if dt is self._dtype or dt == self._dtype:
-                rec = bytearray(raw)
-            elif self.check is not None and dt == self._data_dtype:
-                rec = bytearray(raw)
+            if not (dt is self._dtype or dt == self._dtype):
+                if self.check is None or dt != self._data_dtype:
+                    raise FormatError(f"frame: dtype {values.dtype} is not the schema's frame dtype")
+            # The bytes through the buffer protocol, one copy (``bytearray(values)`` would first
+            # try the record as a size, and numpy's refusal costs more than the copy).
+            rec = bytearray()
+            rec.extend(values)  # type: ignore[arg-type]
+            if len(rec) < self.schema.frame_size:  # the definition's own layout
                 rec += self._check_zeros
-            else:
-                raise FormatError(f"frame: dtype {values.dtype} is not the schema's frame dtype")
             # Bytes, then padding cleared: a field-by-field copy is slow for wide frames.
             for start, stop in self._pad_ranges:
                 rec[start:stop] = bytes(stop - start)
