@@ -9,6 +9,7 @@ import hashlib
 import os
 import struct
 from pathlib import Path
+from typing import Any
 
 import crc32c
 import numpy as np
@@ -631,7 +632,8 @@ def test_write_frame_writes_the_batch_bytes_as_groups_of_one(tmp_path: Path) -> 
                             "rpm": int(frames["rpm"][i]),
                         },
                     ]
-                    w.write_frame(np.uint64(t) if i % 2 else t, forms[i % 4])
+                    tick: Any = np.uint64(t) if i % 2 else t  # numpy ints are taken too
+                    w.write_frame(tick, forms[i % 4])
             w.end_session()
 
     batch, single = tmp_path / "batch.wrtf", tmp_path / "single.wrtf"

@@ -570,9 +570,10 @@ class Writer:
             raise FormatError(f"tick {tick} after {last}: ticks must strictly increase (N10)")
         if isinstance(values, np.void) or (isinstance(values, np.ndarray) and values.shape == ()):
             dt = values.dtype
-            if not (dt is self._dtype or dt == self._dtype):
-                if self.check is None or dt != self._data_dtype:
-                    raise FormatError(f"frame: dtype {values.dtype} is not the schema's frame dtype")
+            if not (dt is self._dtype or dt == self._dtype) and (
+                self.check is None or dt != self._data_dtype
+            ):
+                raise FormatError(f"frame: dtype {values.dtype} is not the schema's frame dtype")
             # The bytes through the buffer protocol, one copy (``bytearray(values)`` would first
             # try the record as a size, and numpy's refusal costs more than the copy).
             rec = bytearray()

@@ -129,7 +129,12 @@ async def _readable(sock: socket.socket) -> None:
     """Return when ``sock`` is readable (for a listener: a connection waits to be accepted)."""
     loop = asyncio.get_running_loop()
     ready: asyncio.Future[None] = loop.create_future()
-    loop.add_reader(sock.fileno(), lambda: ready.done() or ready.set_result(None))
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(sock.fileno(), wake)
     try:
         await ready
     finally:
