@@ -341,7 +341,7 @@ class Writer:
         self._data_dtype = schema.frame_dtype
         self._data_size = schema.frame_size
         self._data_void = np.dtype(f"V{schema.frame_size}")  # one such frame as an opaque element
-        self._check_zeros = bytes(file_schema.frame_size - schema.frame_size)  # ... extended to the file's
+        self._check_zeros = bytes(file_schema.frame_size - schema.frame_size)  # such a frame's tail
         opened = self.path
         if sync_on_create:
             if not exist_ok and os.path.lexists(self.path):
@@ -556,9 +556,9 @@ class Writer:
     def write_frame(self, tick: int, values: Mapping[str, Any] | np.void | np.ndarray | None = None) -> None:
         """Append one frame; ``values`` as for :func:`fill_record` or a record of ``frame_dtype``.
 
-        With the check on, the frame is a commit group of its own. A path of one call per frame
-        (the recorder's tests, slow feeds): the checks of :meth:`_require_session` and
-        :meth:`_count` and :meth:`_append` are inlined, the frame is built once in a bytearray.
+        With the check on, the frame is a commit group of its own. One call per frame, so the
+        work of :meth:`_require_session`, :meth:`_count` and :meth:`_append` is inlined and the
+        frame is built once, in one bytearray.
         """
         if self._session_offset is None or self._closed:
             self._require_session()
