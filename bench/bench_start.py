@@ -4,7 +4,9 @@
 
 - **daemon RSS**: ``wrtfd run`` with one Forza UDP source and nothing else configured (the
   status page on, as by default), fed 3 s of simulated 60 Hz Forza so that it has decoded,
-  scheduled and written a file; VmRSS and VmHWM from ``/proc/<pid>/status``, then SIGTERM.
+  scheduled and written a file; VmRSS and VmHWM from ``/proc/<pid>/status``, then SIGTERM. Once
+  with no HTTP request (the page's web stack loads at the first connection), once with
+  ``/status`` and the page fetched a second into the feed.
 - **start to exit**: wall time of ``wrtfd info``, ``validate`` and ``dump`` on a small file,
   next to ``python -c "import numpy"`` (the floor: the format reads frames with numpy), each the
   median of ``--runs`` runs, interleaved so that load hits every row alike; and their CPU time
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 from common import free_port
@@ -67,7 +70,7 @@ def status_kb(pid: int) -> dict[str, int]:
     return out
 
 
-def daemon_memory(checkout: Path, work: Path) -> dict[str, int]:
+def daemon_memory(checkout: Path, work: Path, *, fetch_page: bool = False) -> dict[str, int]:
     port, status_port = free_port(socket.SOCK_DGRAM), free_port()
     config = work / "forza.toml"
     config.write_text(
@@ -90,9 +93,13 @@ def daemon_memory(checkout: Path, work: Path) -> dict[str, int]:
         else:
             raise SystemExit(f"the daemon of {checkout} did not start")
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            for d in forza_datagrams(3.0):
+            for i, d in enumerate(forza_datagrams(3.0)):
                 s.sendto(d, ("127.0.0.1", port))
                 time.sleep(1 / 60)
+                if fetch_page and i == 60:
+                    for path in ("/status", "/"):
+                        with urllib.request.urlopen(f"http://127.0.0.1:{status_port}{path}", timeout=30) as r:
+                            r.read()
         time.sleep(1.0)
         return status_kb(proc.pid)
     finally:
@@ -145,13 +152,17 @@ def main() -> None:
         write_car_file(file)
         print(f"load average {os.getloadavg()[0]:.2f}; medians of {args.runs} runs")
         print(f"{'what':32s}" + "".join(f"{name:>14s}" for name in checkouts))
-        memory = {}
+        memory, paged = {}, {}
         for name, path in checkouts.items():
             (work / name).mkdir()
+            (work / name / "paged").mkdir()
             memory[name] = daemon_memory(path, work / name)
+            paged[name] = daemon_memory(path, work / name / "paged", fetch_page=True)
         for key in ("VmRSS", "VmHWM"):
             row = "".join(f"{memory[n][key] / 1024:11.1f} MB" for n in checkouts)
             print(f"{'one-Forza daemon ' + key:32s}{row}")
+        row = "".join(f"{paged[n]['VmRSS'] / 1024:11.1f} MB" for n in checkouts)
+        print(f"{'... page fetched, VmRSS':32s}{row}")
         starts = {name: start_times(path, file, args.runs) for name, path in checkouts.items()}
         for i, what in enumerate(("wall", "cpu")):
             for case in next(iter(starts.values())):

@@ -25,6 +25,9 @@ ROAD = Path(__file__).resolve().parents[2] / "config" / "tracks" / "road.trk"
 #: MF4 support brings asammdf, pandas and pyarrow), the other exporters' libraries.
 HEAVY = ("cantools", "can", "asammdf", "pandas", "pyarrow", "matplotlib", "mcap", "pynmeagps", "pyubx2")
 
+#: The status page's web stack: loaded when the first HTTP connection arrives, not before.
+WEB_STACK = ("hypercorn", "starlette", "h11", "h2", "wsproto", "python_multipart")
+
 
 WRAPPER = """\
 import atexit, runpy, sys
@@ -59,7 +62,10 @@ def forza_datagrams(n: int) -> list[bytes]:
     return out
 
 
-def test_one_forza_source_daemon_loads_only_forza(tmp_path: Path) -> None:
+def run_forza_daemon(tmp_path: Path, *, ask_status: bool) -> tuple[set[str], Path]:
+    """A one-Forza-source daemon fed datagrams until it has decoded some; the modules it had
+    loaded at exit and its output directory. ``ask_status``: GET /status once before stopping
+    (otherwise no HTTP connection is made: readiness and decoding are read from its log)."""
     port = free_port(socket.SOCK_DGRAM)
     status_port = free_port()
     out = tmp_path / "rec"
@@ -71,20 +77,29 @@ def test_one_forza_source_daemon_loads_only_forza(tmp_path: Path) -> None:
     dump = tmp_path / "modules.txt"
     python = python_dumping_modules(tmp_path, dump)
     daemon = Daemon(tmp_path, config, status_port=status_port, python=python).start()
+
+    def logged(text: str) -> bool | None:
+        if daemon.proc is not None and daemon.proc.poll() is not None:
+            raise AssertionError(f"daemon exited: {daemon.stderr}")
+        return any(text in ln for ln in daemon.lines) or None
+
     try:
-        daemon.wait_ready()
+        wait_for(lambda: logged("ready:"), "the daemon to be ready")
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             for d in forza_datagrams(120):
                 s.sendto(d, ("127.0.0.1", port))
-        wait_for(
-            lambda: daemon.status()["sources"]["forza"].get("samples", 0) > 0 or None,
-            "the daemon to decode Forza datagrams",
-        )
+        wait_for(lambda: logged("source forza: first sample"), "the daemon to decode Forza datagrams")
+        if ask_status:
+            assert daemon.status()["sources"]["forza"]["samples"] > 0
         daemon.signal(signal.SIGTERM)
         assert daemon.wait_exit() == 0, daemon.stderr
     finally:
         daemon.stop()
-    modules = set(dump.read_text().split())
+    return set(dump.read_text().split()), out
+
+
+def test_one_forza_source_daemon_loads_only_forza(tmp_path: Path) -> None:
+    modules, out = run_forza_daemon(tmp_path, ask_status=False)
     assert "wrtfd.decoders.forza" in modules and "wrtfd.format.writer" in modules  # the parse works
     top = {m.split(".")[0] for m in modules}
     assert not top & set(HEAVY), sorted(top & set(HEAVY))
@@ -95,4 +110,23 @@ def test_one_forza_source_daemon_loads_only_forza(tmp_path: Path) -> None:
         "wrtfd.decoders.registry",
     }
     assert not other_games, sorted(other_games)
+    # GNSS lap timing (circuits, VBO) is for a GNSS source with a circuit, track files and their
+    # lap channels for a source with a track
+    laps = {
+        "wrtfd.tracks.gnsslaps",
+        "wrtfd.tracks.circuit",
+        "wrtfd.vbo",
+        "wrtfd.tracks.lapchannels",
+        "wrtfd.tracks.validate",
+        "wrtfd.tracks.geometry",
+    } & modules
+    assert not laps, sorted(laps)
+    # the status server listens (its port is bound at start) but loads its web stack only for
+    # the first connection
+    assert not top & set(WEB_STACK), sorted(top & set(WEB_STACK))
     assert list(out.glob("*.wrtf")), "the daemon recorded the datagrams"
+
+
+def test_first_connection_loads_the_web_stack(tmp_path: Path) -> None:
+    modules, _ = run_forza_daemon(tmp_path, ask_status=True)
+    assert {"hypercorn", "starlette", "wrtfd.daemon.web.routes"} <= modules

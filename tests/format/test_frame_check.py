@@ -9,6 +9,7 @@ import hashlib
 import os
 import struct
 from pathlib import Path
+from typing import Any
 
 import crc32c
 import numpy as np
@@ -28,6 +29,7 @@ from wrtfd.format.check import (
     group_limit,
     with_check,
 )
+from wrtfd.format.schema import covered_bytes
 
 # tick + 4 float32 + the check: 32-byte frames, as in the benchmark
 BASE = make_schema([fld(f"c{i}", "float32") for i in range(4)], footer=[fld("laps", "uint32")])
@@ -585,3 +587,68 @@ def test_sync_on_create_makes_the_file_appear_whole(tmp_path: Path) -> None:
     with pytest.raises(FileExistsError):
         Writer(path, BASE, rate_hz=60, sync_on_create=True)
     assert validate_file(path) == [] and sorted(os.listdir(tmp_path)) == ["new.wrtf"]
+
+
+def test_write_frame_writes_the_batch_bytes_as_groups_of_one(tmp_path: Path) -> None:
+    """The per-frame path against the batch path: the same frames give the same file, byte for
+    byte, except that each frame's check is a group of its own, recomputed here with crc32c
+    directly. Records come in every form write_frame takes (a record of the file's layout with
+    garbage in its padding and its check field, one of the definition's own layout, a 0-d array,
+    a mapping), so none of them may leak a byte the batch path would not write."""
+    base = make_schema([fld("gear", "uint8"), fld("speed", "float32"), fld("rpm", "uint16")])
+    file_schema = with_check(base)
+    fs = file_schema.frame_size
+    pad = np.flatnonzero(~covered_bytes(file_schema.frame_dtype))
+    assert len(pad), "the layout has padding to keep zero"
+    ticks = [0, 1, 5, 9, 100, 2**40, 2**40 + 1, 2**40 + 7]
+    frames = np.zeros(len(ticks), dtype=file_schema.frame_dtype)
+    frames["tick"] = ticks
+    frames["gear"] = np.arange(len(ticks)) + 1
+    frames["speed"] = np.linspace(-3.5, 90.25, len(ticks), dtype=np.float32)
+    frames["rpm"] = np.arange(len(ticks)) * 1000 + 7
+    dirty = frames.copy()
+    dirty_bytes = dirty.view(np.uint8).reshape(len(ticks), fs)
+    dirty_bytes[:, pad] = 0xAB
+    dirty[CHECK_FIELD] = 0xEEEE_EEEE_EEEE_EEEE
+    own = np.zeros(len(ticks), dtype=base.frame_dtype)
+    for name in ("tick", "gear", "speed", "rpm"):
+        own[name] = frames[name]
+    own.view(np.uint8).reshape(len(ticks), base.frame_size)[:, pad[pad < base.frame_size]] = 0xCD
+
+    def write(path: Path, per_frame: bool) -> None:
+        with Writer(path, base, rate_hz=60, start_timestamp_us=START_US, check=True, check_salt=SALT_A) as w:
+            w.begin_session()
+            if not per_frame:
+                w.write_frames(frames.copy())
+            else:
+                for i, t in enumerate(ticks):
+                    forms = [
+                        dirty[i],
+                        own[i],
+                        dirty[i : i + 1].reshape(()),
+                        {
+                            "gear": int(frames["gear"][i]),
+                            "speed": float(frames["speed"][i]),
+                            "rpm": int(frames["rpm"][i]),
+                        },
+                    ]
+                    tick: Any = np.uint64(t) if i % 2 else t  # numpy ints are taken too
+                    w.write_frame(tick, forms[i % 4])
+            w.end_session()
+
+    batch, single = tmp_path / "batch.wrtf", tmp_path / "single.wrtf"
+    write(batch, per_frame=False)
+    write(single, per_frame=True)
+    expected = bytearray(batch.read_bytes())
+    with Reader(batch) as r:
+        first = r.sessions[0].offset + 8 + file_schema.header_size
+    check_at = fs - 8
+    for i in range(len(ticks)):
+        at = first + i * fs
+        frame = bytearray(expected[at : at + fs])
+        frame[check_at:fs] = struct.pack("<IHH", 0, 1, 0)  # CRC zero, n = 1, i = 0
+        crc = crc32c.crc32c(struct.pack("<QQ", SALT_A, at) + bytes(frame))
+        frame[check_at : check_at + 4] = struct.pack("<I", crc)
+        expected[at : at + fs] = frame
+    assert single.read_bytes() == bytes(expected)
+    assert validate_file(single) == []

@@ -39,7 +39,7 @@ from wrtfd.daemon.pipeline import Pipeline, SourceHandle
 from wrtfd.daemon.status import UP_STATES, health_problems
 from wrtfd.daemon.supervise import supervise
 from wrtfd.daemon.watch import LifecycleWatch
-from wrtfd.daemon.wiring import prepare
+from wrtfd.daemon.wiring import gnss_lap_plugins, prepare
 
 if TYPE_CHECKING:
     from wrtfd.daemon.foxglove_live import FoxgloveLive
@@ -202,14 +202,11 @@ class Daemon:
     def start_finish(self, width_m: float = 30.0) -> list[str]:
         """Ask every GNSS lap plug-in to lay its start/finish line at the car's next fix
         (``wrtfd mark --start-finish``); the sources asked (empty: none times GNSS laps)."""
-        from wrtfd.tracks.gnsslaps import GnssLapChannels
-
         asked = []
         for live in self.recorder.groups.values():
-            for d in live.recorder.derived:
-                if isinstance(d, GnssLapChannels):
-                    d.request_line(width_m)
-                    asked.append(d.source)
+            for d in gnss_lap_plugins(live.recorder.derived):
+                d.request_line(width_m)
+                asked.append(d.source)
         return asked
 
     def _refresh_disk(self) -> None:

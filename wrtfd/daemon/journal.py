@@ -51,7 +51,6 @@ from wrtfd.recorder.observe import (
     SessionStarted,
     SourceStateChanged,
 )
-from wrtfd.tracks.laps import format_lap_time
 
 __all__ = ["BURST", "CAPACITY", "Journal", "describe", "start_journal"]
 
@@ -147,6 +146,8 @@ def describe(event: RecordingEvent) -> tuple[int, str, str] | None:
             text = f"disk space ok again: {free}"
     elif isinstance(event, LapCompleted):
         key = f"lap:{event.group}"
+        from wrtfd.tracks.laps import format_lap_time  # a daemon without laps never loads it
+
         text = f"lap {event.lap} completed in group {event.group}: {format_lap_time(event.time_s)}"
         if event.sectors_s:
             text += f" (sectors {', '.join(format_lap_time(s) for s in event.sectors_s)})"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -63,6 +64,7 @@ __all__ = [
     "check_buildable",
     "check_pinned_schema",
     "composed_schemas",
+    "gnss_lap_plugins",
     "lap_metadata",
     "mapped_sink",
     "prepare",
@@ -555,11 +557,8 @@ def _recorder(
         derived = [d for b in group_built if (d := b.derived) is not None]
         metadata = lap_metadata(loaded, derived)
         if hub is not None:
-            from wrtfd.tracks.gnsslaps import GnssLapChannels
-
-            for d in derived:
-                if isinstance(d, GnssLapChannels):
-                    d.pick_listeners.append(_pick_teller(hub, d.source))
+            for d in gnss_lap_plugins(derived):
+                d.pick_listeners.append(_pick_teller(hub, d.source))
         groups[group] = build_recorder(
             loaded,
             group_built,
@@ -576,17 +575,24 @@ def _recorder(
     return RecorderGroups(groups, {b.source.name: b.config.group_name for b in built})
 
 
+def gnss_lap_plugins(derived: Sequence[Any]) -> list[GnssLapChannels]:
+    """The GNSS lap plug-ins among ``derived``. None can exist before their module is loaded
+    (only a GNSS source with a circuit loads it), so a daemon without one never imports it."""
+    module = sys.modules.get("wrtfd.tracks.gnsslaps")
+    if module is None:
+        return []
+    return [d for d in derived if isinstance(d, module.GnssLapChannels)]
+
+
 def lap_metadata(loaded: LoadedConfig, derived: Sequence[Any]) -> dict[str, str]:
     """File metadata for a group's lap plug-in: ``Track`` (its name) for a track, ``Circuit`` and
     ``CircuitLines`` for a circuit file (``wrtfd laps`` re-times from it), unless
     ``recorder.metadata`` sets them."""
     if not derived:
         return {}
-    from wrtfd.tracks.gnsslaps import GnssLapChannels
-
     first = derived[0]
     given = loaded.config.recorder.metadata
-    found = first.file_metadata() if isinstance(first, GnssLapChannels) else {"Track": first.track.name}
+    found = first.file_metadata() if gnss_lap_plugins([first]) else {"Track": first.track.name}
     return {k: v for k, v in found.items() if k not in given}
 
 

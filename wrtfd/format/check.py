@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import re
+import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +82,9 @@ _VERIFY_CHUNK_BYTES = 4 << 20
 
 _SALT_RE = re.compile(r"[0-9a-f]{16}")
 _WITH_CHECK_CACHE: dict[str, Schema] = {}
+#: The check field of a frame that is a group of its own, CRC, count and index (N7: little-endian).
+_GROUP_OF_ONE = struct.Struct("<IHH")
+_U32_LE = struct.Struct("<I")
 _U16 = np.dtype("<u2")
 _U32 = np.dtype("<u4")
 _U64 = np.dtype("<u8")
@@ -253,10 +257,15 @@ class FrameCheck:
             a = b
 
     def seal_record(self, rec: bytearray, offset: int) -> None:
-        """Fill the check of one frame written as a group of its own."""
+        """Fill the check of one frame written as a group of its own (a call per frame: the
+        seed's CRC of the salt and the CRC function are taken once, not per call)."""
         o = self.offset
-        rec[o : o + 8] = U64.pack(1 << 32)  # n = 1, i = 0, CRC 0
-        rec[o : o + 4] = int(_crc32c()(rec, self.seed(offset))).to_bytes(4, "little")
+        crc = _crc32c_function or _crc32c()
+        salt_crc = self._salt_crc
+        if salt_crc is None:
+            salt_crc = self._salt()
+        _GROUP_OF_ONE.pack_into(rec, o, 0, 1, 0)  # CRC 0, n = 1, i = 0
+        _U32_LE.pack_into(rec, o, crc(rec, crc(U64.pack(offset), salt_crc)))
 
     # -- verifying --------------------------------------------------------------------------------
 

@@ -341,6 +341,7 @@ class Writer:
         self._data_dtype = schema.frame_dtype
         self._data_size = schema.frame_size
         self._data_void = np.dtype(f"V{schema.frame_size}")  # one such frame as an opaque element
+        self._check_zeros = bytes(file_schema.frame_size - schema.frame_size)  # such a frame's tail
         opened = self.path
         if sync_on_create:
             if not exist_ok and os.path.lexists(self.path):
@@ -555,25 +556,34 @@ class Writer:
     def write_frame(self, tick: int, values: Mapping[str, Any] | np.void | np.ndarray | None = None) -> None:
         """Append one frame; ``values`` as for :func:`fill_record` or a record of ``frame_dtype``.
 
-        With the check on, the frame is a commit group of its own.
+        With the check on, the frame is a commit group of its own. One call per frame, so the
+        work of :meth:`_require_session`, :meth:`_count` and :meth:`_append` is inlined and the
+        frame is built once, in one bytearray.
         """
-        self._require_session()
+        if self._session_offset is None or self._closed:
+            self._require_session()
         tick = int(tick)
+        last = self.last_tick
         if not 0 <= tick <= _U64_MAX:
             raise FormatError(f"tick {tick} out of range")
-        if self.last_tick is not None and tick <= self.last_tick:
-            raise FormatError(f"tick {tick} after {self.last_tick}: ticks must strictly increase (N10)")
+        if last is not None and tick <= last:
+            raise FormatError(f"tick {tick} after {last}: ticks must strictly increase (N10)")
         if isinstance(values, np.void) or (isinstance(values, np.ndarray) and values.shape == ()):
-            if values.dtype == self._dtype:
-                rec = bytearray(values.tobytes())
-            elif self.check is not None and values.dtype == self._data_dtype:
-                rec = bytearray(values.tobytes()) + bytes(self.schema.frame_size - self._data_size)
-            else:
+            dt = values.dtype
+            if not (dt is self._dtype or dt == self._dtype) and (
+                self.check is None or dt != self._data_dtype
+            ):
                 raise FormatError(f"frame: dtype {values.dtype} is not the schema's frame dtype")
+            # The bytes through the buffer protocol, one copy (``bytearray(values)`` would first
+            # try the record as a size, and numpy's refusal costs more than the copy).
+            rec = bytearray()
+            rec.extend(values)  # type: ignore[arg-type]
+            if len(rec) < self.schema.frame_size:  # the definition's own layout
+                rec += self._check_zeros
             # Bytes, then padding cleared: a field-by-field copy is slow for wide frames.
             for start, stop in self._pad_ranges:
                 rec[start:stop] = bytes(stop - start)
-            rec[0:8] = U64.pack(tick)
+            U64.pack_into(rec, 0, tick)
         else:
             scratch = self._frame_scratch
             scratch[...] = 0
@@ -581,10 +591,16 @@ class Writer:
                 fill_record(self.schema, self.schema.frame_fields, scratch, values, "frame")
             scratch["tick"] = tick
             rec = bytearray(scratch.tobytes())
+        buf = self._buf
         if self.check is not None:
-            self.check.seal_record(rec, self.bytes_written)
-        self._count(tick, tick, 1)
-        self._append(rec)
+            self.check.seal_record(rec, self._flushed + len(buf))
+        if last is None:
+            self.first_tick = tick
+        self.last_tick = tick
+        self.frames_in_session += 1
+        buf += rec
+        if len(buf) >= self._buffer_limit:
+            self.flush()
 
     def _count(self, first: int, last: int, n: int) -> None:
         if self.first_tick is None:
@@ -642,7 +658,7 @@ class Writer:
             if not self._check_fills_rest:
                 words[:, k:] = 0
             rows, owned = words.view(_BYTE), True
-        if self._has_garbage_padding(rows):
+        if self._pad_ranges and self._has_garbage_padding(rows):
             # Padding must be zero (spec 8.7); arrays from np.empty or np.array(rows) have garbage.
             if not owned:
                 rows = rows.copy()
@@ -658,12 +674,11 @@ class Writer:
         layout of the schema given to the writer (without the check) are accepted too, and
         copied.
         """
-        self._require_session()
+        if self._session_offset is None or self._closed:
+            self._require_session()
         dt = getattr(frames, "dtype", None)
-        if (
-            not isinstance(frames, np.ndarray)
-            or dt is None
-            or not (dt == self._dtype or (self.check is not None and dt == self._data_dtype))
+        if not isinstance(frames, np.ndarray) or not (
+            dt is self._dtype or dt == self._dtype or (self.check is not None and dt == self._data_dtype)
         ):
             got = getattr(frames, "dtype", type(frames).__name__)
             raise FormatError(f"write_frames: expected an array of the schema's frame dtype, got {got}")
@@ -711,7 +726,8 @@ class Writer:
                 check.seal(rows, start, head // fsize)
         elif check is not None:
             check.seal(rows, start)
-        fd = self._check_open()
+        fd = self._fd
+        assert fd is not None  # open: checked on entry
         n_entries, session_offset, n_frames, s_first, s_last = self._state()
         self._count(first, last, n)
         pending = self._buf

@@ -11,6 +11,11 @@ What it does not bound is the number of connections, so the listening socket is 
 (:class:`CappedListener`): past ``max_connections`` a new connection is accepted and closed at
 once, counted in :attr:`StatusServer.refused_connections`.
 
+The port is bound at start (a taken port is reported then), but the web stack (hypercorn,
+Starlette, the routes and the page's assets: about 5 MB on a small computer) is loaded off the
+loop when the first connection arrives, which waits in the listen backlog meanwhile: a daemon
+whose page nobody opens never loads it.
+
 The port speaks HTTP/1.1 only (:func:`http11_only`): hypercorn would switch a cleartext
 connection to HTTP/2 (prior knowledge, ``Upgrade: h2c``), and its HTTP/2 code logs a traceback
 for every request body that goes on after the answer (docs/web.md).
@@ -23,17 +28,18 @@ import logging
 import secrets
 import socket
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.abc
-from hypercorn.asyncio import serve as hypercorn_serve
-from hypercorn.config import Config as HypercornConfig
-from hypercorn.config import Sockets
 
 from wrtfd.daemon.web.access import AccessPolicy
 from wrtfd.daemon.web.live import Broadcaster
-from wrtfd.daemon.web.routes import Actions, Guard, build_app
+
+if TYPE_CHECKING:
+    from hypercorn.config import Config as HypercornConfig
+
+    from wrtfd.daemon.web.routes import Actions, Guard
 
 __all__ = ["MAX_HEAD_BYTES", "CappedListener", "StatusServer", "WebLimits", "http11_only", "web_server"]
 
@@ -108,15 +114,31 @@ class CappedListener(socket.socket):
             return counted, addr
 
 
-class _Config(HypercornConfig):
+def _hypercorn_config(listener: CappedListener) -> HypercornConfig:
     """hypercorn's config, serving on our socket instead of binding its own."""
+    from hypercorn.config import Config, Sockets
 
-    def __init__(self, listener: CappedListener) -> None:
-        super().__init__()
-        self._listener = listener
+    class _Config(Config):
+        def create_sockets(self) -> Sockets:
+            return Sockets(secure_sockets=[], insecure_sockets=[listener], quic_sockets=[])
 
-    def create_sockets(self) -> Sockets:
-        return Sockets(secure_sockets=[], insecure_sockets=[self._listener], quic_sockets=[])
+    return _Config()
+
+
+async def _readable(sock: socket.socket) -> None:
+    """Return when ``sock`` is readable (for a listener: a connection waits to be accepted)."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(sock.fileno(), wake)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(sock.fileno())
 
 
 class WebLimits:
@@ -160,13 +182,8 @@ class StatusServer:
         self.policy = policy or AccessPolicy.build(host, None)
         self.broadcaster = broadcaster
         self.actions: Actions = actions or _ReadOnly(snapshot)
-        self.app: Guard = build_app(
-            self.policy,
-            self.actions,
-            broadcaster,
-            max_requests=self.limits.max_requests,
-            max_head_bytes=self.limits.max_head_bytes,
-        )
+        #: The ASGI app, built with the web stack when the first connection arrives.
+        self.app: Guard | None = None
         self._listener: CappedListener | None = None
         self._shutdown = anyio.Event()
         self._stopped = anyio.Event()
@@ -180,14 +197,14 @@ class StatusServer:
         return 0 if self._listener is None else self._listener.open_connections
 
     def stats(self) -> dict[str, Any]:
-        b = self.broadcaster
+        b, app = self.broadcaster, self.app
         return {
             "open_connections": self.open_connections,
             "refused_connections": self.refused_connections,
-            "refused_requests": dict(self.app.refused),
+            "refused_requests": {} if app is None else dict(app.refused),
             "pages": 0 if b is None else len(b.subscribers),
             "pushes": 0 if b is None else b.pushes,
-            "marks": self.app.handlers.marks,
+            "marks": 0 if app is None else app.handlers.marks,
         }
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -212,9 +229,23 @@ class StatusServer:
         self.port = int(sock.getsockname()[1])
         return self.port
 
-    def _config(self, listener: CappedListener) -> _Config:
+    def _load(self) -> Guard:
+        """Import the web stack and build the app (off the loop: imports and the page's assets)."""
+        import hypercorn.asyncio  # noqa: F401  (serve_forever's, imported here off the loop)
+
+        from wrtfd.daemon.web.routes import build_app
+
         http11_only()
-        config = _Config(listener)
+        return build_app(
+            self.policy,
+            self.actions,
+            self.broadcaster,
+            max_requests=self.limits.max_requests,
+            max_head_bytes=self.limits.max_head_bytes,
+        )
+
+    def _config(self, listener: CappedListener) -> HypercornConfig:
+        config = _hypercorn_config(listener)
         config.keep_alive_timeout = self.limits.keep_alive_timeout_s
         config.h11_max_incomplete_size = self.limits.max_head_bytes
         # bounds for HTTP/2 too, should http11_only() ever fail to keep it away
@@ -231,21 +262,38 @@ class StatusServer:
     async def serve_forever(self) -> None:
         """Serve until :meth:`aclose` or cancellation (which shuts the server down gracefully).
 
-        hypercorn runs in an asyncio task of its own: its ``asyncio.TaskGroup`` cancels and
-        uncancels its parent task on shutdown, which must not be an anyio task (anyio would take
-        the leftover cancellation for its own and cancel the daemon's task group).
+        The web stack is loaded when the first connection waits on the listener. hypercorn runs
+        in an asyncio task of its own: its ``asyncio.TaskGroup`` cancels and uncancels its parent
+        task on shutdown, which must not be an anyio task (anyio would take the leftover
+        cancellation for its own and cancel the daemon's task group).
         """
         listener = self._listener
         if listener is None:
             raise RuntimeError("serve_until_bound() first")
-        app = cast(Any, self.app)  # an ASGI 3 app; hypercorn's typing wants its own scope types
-        task = asyncio.get_running_loop().create_task(
-            hypercorn_serve(app, self._config(listener), shutdown_trigger=self._shutdown.wait)
-        )
+        task: asyncio.Task[None] | None = None
         try:
+            if self.app is None:
+                async with anyio.create_task_group() as tg:
+
+                    async def until_shutdown() -> None:
+                        await self._shutdown.wait()
+                        tg.cancel_scope.cancel()
+
+                    tg.start_soon(until_shutdown)
+                    await _readable(listener)
+                    tg.cancel_scope.cancel()
+                if self._shutdown.is_set():
+                    return
+                self.app = await anyio.to_thread.run_sync(self._load)
+            from hypercorn.asyncio import serve as hypercorn_serve
+
+            app = cast(Any, self.app)  # an ASGI 3 app; hypercorn's typing wants its own scope types
+            task = asyncio.get_running_loop().create_task(
+                hypercorn_serve(app, self._config(listener), shutdown_trigger=self._shutdown.wait)
+            )
             await asyncio.shield(task)
         finally:
-            if not task.done():
+            if task is not None and not task.done():
                 self._shutdown.set()
                 with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
                     await asyncio.wait([task])
