@@ -209,8 +209,10 @@ def test_a_whole_track_day_headless(tmp_path: Path, browser: Any) -> None:  # no
         for gs, ws in zip(g["sectors_s"], w["sectors_s"], strict=True):
             assert abs(gs - ws) < SECTOR_TOLERANCE_S, (g, w)
     assert max(errors) < LAP_TOLERANCE_S, errors
-    # the same laps as live (the plug-in re-run on the recorded fixes)
-    assert abs(session["best_lap_s"] - live["best"]["time_s"]) < 0.0015
+    # the same laps as live; after the session the fixes are smoothed both ways (docs/circuits.md),
+    # so a time moves by a few milliseconds from the live one (both are within LAP_TOLERANCE_S of
+    # the truth, asserted above)
+    assert abs(session["best_lap_s"] - live["best"]["time_s"]) < LAP_TOLERANCE_S
 
     # the VBO export: the circuit's start gate and the columns
     vbo = tmp_path / "run.vbo"
