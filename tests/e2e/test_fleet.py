@@ -20,6 +20,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,25 @@ def uploads_settled(d: Daemon) -> dict[str, Any] | None:
     up = f.get("uploads") or {}
     settled = up.get("loaded") and up.get("queued") == 0 and up.get("current") is None
     return up if settled and f.get("state") == "connected" else None
+
+
+def upload_leftovers(daemons: Iterable[Daemon], timeout_s: float = 60.0) -> None:
+    """Start each stopped rig again until it has uploaded what its stop (or crash) left queued,
+    then stop it."""
+    for d in daemons:
+        again = restarted(d).start()
+        try:
+            again.wait_ready()
+
+            def uploaded(again: Daemon = again) -> bool:
+                up = fleet(again).get("uploads") or {}
+                return bool(up.get("loaded")) and up.get("queued") == 0 and connected(again)
+
+            wait_for(uploaded, "every file uploaded", timeout_s)
+            again.signal(signal.SIGTERM)
+            assert again.wait_exit() == 0, again.stderr
+        finally:
+            again.stop()
 
 
 def stop(d: Daemon) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_daemon_harness import Daemon, run_cli, wait_for
-from tests.e2e.test_fleet import OVAL, connected, fleet, fleet_daemon, restarted
+from tests.e2e.test_fleet import OVAL, connected, fleet, fleet_daemon, upload_leftovers
 from tests.fleet.nats_server import TOKEN, NatsServer
 
 duckdb = pytest.importorskip("duckdb")
@@ -91,20 +91,9 @@ def test_dataset_best_lap_per_driver_equals_the_fleet_leaderboard(tmp_path: Path
             wait_for(functools.partial(_all_sent, d), f"{d.tmp_path.name}: every lap record sent", WAIT_S)
             d.signal(signal.SIGTERM)
             assert d.wait_exit() == 0, d.stderr
-        for d in daemons.values():  # whatever the stop left queued is uploaded at the next start
-            again = restarted(d).start()
-            try:
-                again.wait_ready()
-
-                def uploaded(again: Daemon = again) -> bool:
-                    up = fleet(again).get("uploads") or {}
-                    return bool(up.get("loaded")) and up.get("queued") == 0 and connected(again)
-
-                wait_for(uploaded, "every file uploaded", WAIT_S)
-                again.signal(signal.SIGTERM)
-                assert again.wait_exit() == 0, again.stderr
-            finally:
-                again.stop()
+        upload_leftovers(
+            daemons.values(), WAIT_S
+        )  # whatever the stop left queued is uploaded at the next start
 
         into = tmp_path / "collected"
         got = run_cli("collect", "--url", server.url, "--token", TOKEN, "--into", str(into))

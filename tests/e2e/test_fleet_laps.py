@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_daemon_harness import Daemon, run_cli, wait_for
-from tests.e2e.test_fleet import OVAL, connected, fleet, fleet_daemon, restarted, simulate
+from tests.e2e.test_fleet import OVAL, connected, fleet, fleet_daemon, restarted, simulate, upload_leftovers
 from tests.fleet.nats_server import TOKEN, NatsServer
 
 pytestmark = pytest.mark.slow
@@ -115,20 +115,7 @@ def test_lap_records_arrive_once_across_an_outage_and_a_kill(tmp_path: Path) -> 
             d.signal(signal.SIGTERM)
             assert d.wait_exit() == 0, d.stderr
         # the files: rig-a's last at its stop; rig-b's crash leftover at its restart
-        for d in daemons.values():
-            again = restarted(d).start()
-            try:
-                again.wait_ready()
-
-                def uploaded(again: Daemon = again) -> bool:
-                    up = fleet(again).get("uploads") or {}
-                    return bool(up.get("loaded")) and up.get("queued") == 0 and connected(again)
-
-                wait_for(uploaded, "every file uploaded", WAIT_S)
-                again.signal(signal.SIGTERM)
-                assert again.wait_exit() == 0, again.stderr
-            finally:
-                again.stop()
+        upload_leftovers(daemons.values(), WAIT_S)
         into = tmp_path / "collected"
         got = run_cli("collect", "--url", server.url, "--token", TOKEN, "--into", str(into))
         assert got.returncode == 0, got.stderr

@@ -11,9 +11,9 @@ How this package reads the spec's open points is in ``docs/wrtf-notes.md`` (N1-N
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from wrtfd._lazy import lazy_attributes
 from wrtfd.errors import CorruptFileError as CorruptFileError
 from wrtfd.errors import FormatError as FormatError
 from wrtfd.errors import SchemaError as SchemaError
@@ -50,13 +50,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [

@@ -6,8 +6,9 @@ Pure code (no I/O beyond reading the track file, no clocks): the recorder's lap-
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from wrtfd._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from wrtfd.tracks.geometry import LanePath as LanePath
@@ -57,13 +58,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [
