@@ -129,6 +129,12 @@ class FleetConfig(BaseModel):
     #: Send the lap records (``laps.jsonl`` beside the recordings) to a key-value bucket.
     laps: bool = True
     laps_bucket: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")] = "wrtfd-laps"
+    #: Put this rig's best lap per track, car and driver (a small WRTF lap file) in an object
+    #: store bucket when it improves: the team's reference laps (``reference = "fleet:best"``).
+    best_laps: bool = True
+    best_laps_bucket: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")] = "wrtfd-best-laps"
+    #: How often a rig with ``reference = "fleet:..."`` reads the lap records for a better lap.
+    reference_poll_s: Annotated[float, Field(ge=0.2, le=3600)] = 5.0
 
     @field_validator("url")
     @classmethod
@@ -214,6 +220,9 @@ class FleetSettings:
     replicas: int = 1
     laps: bool = True
     laps_bucket: str = "wrtfd-laps"
+    best_laps: bool = True
+    best_laps_bucket: str = "wrtfd-best-laps"
+    reference_poll_s: float = 5.0
 
 
 def tls_context(ca: Path | None, cert: Path | None, key: Path | None) -> ssl.SSLContext:
@@ -289,4 +298,7 @@ def fleet_settings(
         replicas=cfg.replicas,
         laps=cfg.laps,
         laps_bucket=cfg.laps_bucket,
+        best_laps=cfg.best_laps,
+        best_laps_bucket=cfg.best_laps_bucket,
+        reference_poll_s=cfg.reference_poll_s,
     )

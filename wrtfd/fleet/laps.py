@@ -73,8 +73,11 @@ class LapForwarder:
         bucket: str = DEFAULT_LAPS_BUCKET,
         replicas: int = 1,
         timeout_s: float = 10.0,
+        on_sent: Callable[[dict[str, Any]], object] | None = None,
     ) -> None:
         self.laps_path = laps_path
+        #: Called with each record the server acknowledged (the best-lap uploader's feed).
+        self.on_sent = on_sent
         self.offset_path = offset_path
         self.rig = rig
         self.bucket = bucket
@@ -150,10 +153,11 @@ class LapForwarder:
                     self.offset = offset
                 return sent
             for line in lines:
-                record_id = self._id_of(line)
-                if record_id is None:
+                doc = self._record_of(line)
+                if doc is None:
                     self.counters.bad_lines += 1
                     continue
+                record_id = doc["id"]
                 key = record_key(self.rig, record_id)
                 ack = await js.publish(
                     f"$KV.{self.bucket}.{key}",
@@ -165,11 +169,14 @@ class LapForwarder:
                     raise RuntimeError(f"lap record stored in stream {ack.stream!r}")
                 sent += 1
                 self.counters.sent += 1
+                if self.on_sent is not None:
+                    self.on_sent(doc)
             await asyncio.to_thread(self._save, offset)
             self.offset = offset
 
     @staticmethod
-    def _id_of(line: bytes) -> str | None:
+    def _record_of(line: bytes) -> dict[str, Any] | None:
+        """The record of a line (a dict with a well-formed ``id``), else None."""
         if not line.strip() or len(line) > MAX_RECORD_BYTES:
             return None
         try:
@@ -177,7 +184,7 @@ class LapForwarder:
         except ValueError:
             return None
         rid = doc.get("id") if isinstance(doc, dict) else None
-        return rid if isinstance(rid, str) and _ID.fullmatch(rid) else None
+        return doc if isinstance(rid, str) and _ID.fullmatch(rid) else None
 
     async def run(
         self,
