@@ -250,9 +250,12 @@ async def test_put_fetch_cache_and_offline_restart(
     assert offline.load_cached() == 1
     assert later[0].lap_time_s == pytest.approx(fast["time_s"], abs=1e-9)
     assert offline.snapshot()[0]["state"] == "cached"
-    # another car has nothing cached
+    # another car or another track has nothing cached; a car not known yet takes the last one
     none: list[Reference] = []
     assert ReferenceFollower([_target(none, length, car="GT4")], cache, laps_bucket="x").load_cached() == 0
+    assert ReferenceFollower([_target(none, length, track="Other")], cache, laps_bucket="x").load_cached() == 0
+    assert ReferenceFollower([_target(none, length, car=None)], cache, laps_bucket="x").load_cached() == 1
+    assert len(none) == 1 and none[0].lap_time_s == later[0].lap_time_s
 
 
 def test_an_offered_reference_is_taken_at_the_next_lap_start() -> None:

@@ -321,7 +321,9 @@ class RefTarget:
     track_of: Callable[[], str | None] | None = field(default=None, repr=False)
 
     def key(self) -> str:
-        return f"{self.source}|{self.spec}|{self.track or ''}|{self.car or ''}"
+        """The cache's key: the last reference this source used on this track (whatever the car:
+        at start the car is often not known yet)."""
+        return f"{self.source}|{self.spec}|{self.track or ''}"
 
 
 class ReferenceFollower:
@@ -379,6 +381,9 @@ class ReferenceFollower:
             record = index.get(target.key())
             if not isinstance(record, dict):
                 continue
+            used = record.get("car")
+            if target.car and isinstance(used, str) and used.casefold() != target.car.casefold():
+                continue  # the last reference was another car's
             try:
                 ref = self._load(target, record, self._cached_path(record))
             except (WrtfdError, OSError) as exc:
@@ -401,6 +406,14 @@ class ReferenceFollower:
             ref.lap_time_s,
             how,
         )
+
+    def _prune(self, index: Mapping[str, Any]) -> None:
+        """Lap files no target uses any more are deleted (the cache holds the current ones)."""
+        keep = {self._cached_path(r).name for r in index.values() if isinstance(r, dict)}
+        for path in self.cache_dir.glob("*.wrtf"):
+            if path.name not in keep:
+                with contextlib.suppress(OSError):
+                    path.unlink()
 
     # --- the network ---------------------------------------------------------------------
 
@@ -449,6 +462,7 @@ class ReferenceFollower:
             index = self._index()
             index[target.key()] = dict(best)
             await asyncio.to_thread(write_atomic, self.index_path, json.dumps(index, sort_keys=True).encode())
+            await asyncio.to_thread(self._prune, index)
             self.fetched += 1
             changed += 1
         return changed
@@ -461,7 +475,9 @@ class ReferenceFollower:
             car = info.get("car")
             if car and car != target.car:
                 target.car = car
-                target.current = None  # another car: pick again
+                used = (target.current or {}).get("car")
+                if not isinstance(used, str) or used.casefold() != car.casefold():
+                    target.current = None  # a reference of another car: pick again
             if target.track is None and info.get("track"):
                 target.track = info["track"]
 

@@ -211,6 +211,10 @@ class FleetPublisher:
 
     def follow_references(self, targets: list[RefTarget]) -> None:
         """Sources with ``reference = "fleet:..."`` (before :meth:`start`)."""
+        for t in targets:
+            log.info(
+                "source %s: reference %s: the session's best lap until the team's is fetched", t.source, t.spec
+            )
         if targets:
             self._follower = ReferenceFollower(
                 targets,
