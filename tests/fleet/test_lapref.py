@@ -4,8 +4,12 @@ the local cache, and a put and a fetch through a real nats-server."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import math
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +183,13 @@ def test_the_best_lap_state_only_takes_a_better_lap_and_survives_a_restart(tmp_p
     assert again.consider({**base, "id": "7", "time_s": 30.9})
 
 
+async def until(cond: Callable[[], object], what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
 def _target(offers: list[Reference], length: float, **kw: Any) -> RefTarget:
     args: dict[str, Any] = {
         "source": "forza",
@@ -220,26 +231,39 @@ async def test_put_fetch_cache_and_offline_restart(
         names = [o.name for o in await store.list()]
         assert names == [ref_object_name(slow)]
 
-        # rig B: picks it, fetches it into its cache, offers it
+        # rig B (its follower watching the laps bucket): picks it, fetches it into its cache, offers it
         offers: list[Reference] = []
         cache = tmp_path / "b" / "refs"
-        follow = ReferenceFollower([_target(offers, length)], cache, laps_bucket="wrtfd-laps")
-        assert await follow.refresh(js) == 1
-        assert len(offers) == 1 and offers[0].lap_time_s == pytest.approx(slow["time_s"], abs=1e-9)
-        assert offers[0].times_s == (whole2 if slow is rec2 else whole3).times_s
-        assert await follow.refresh(js) == 0  # nothing new: nothing offered again
-        assert len(offers) == 1
+        follow = ReferenceFollower([_target(offers, length)], cache, laps_bucket="wrtfd-laps", poll_s=0.2)
+        task = asyncio.create_task(follow.run(lambda: js, lambda: True, asyncio.Event()))
+        try:
+            await until(lambda: len(offers) == 1, "the first reference offered")
+            assert offers[0].lap_time_s == pytest.approx(slow["time_s"], abs=1e-9)
+            assert offers[0].times_s == (whole2 if slow is rec2 else whole3).times_s
+            assert offers[0].origin == f"fleet Ada on rig-a lap {slow['lap']}"
 
-        # rig A improves: the new best replaces the old object; B follows
-        with laps.open("a") as f:
-            f.write(json.dumps(fast) + "\n")
-        assert await fwd.forward(js) == 1
-        assert await up.put_pending(js) == 1
-        assert [o.name for o in await store.list() if not o.deleted] == [ref_object_name(fast)]
-        assert await follow.refresh(js) == 1
-        assert offers[-1].lap_time_s == pytest.approx(fast["time_s"], abs=1e-9)
-        snap = follow.snapshot()[0]
-        assert snap["state"] == "fetched" and snap["rig"] == "rig-a" and snap["lap"] == fast["lap"]
+            # rig A improves: the record first (its lap file is not there yet), then the file
+            with laps.open("a") as f:
+                f.write(json.dumps(fast) + "\n")
+            assert await fwd.forward(js) == 1
+            await until(lambda: follow.targets[0].wanted["id"] == fast["id"], "the new record seen")  # type: ignore[index]
+            await asyncio.sleep(0.5)  # a few retries of the fetch, the object not put yet
+            assert len(offers) == 1 and "not in bucket" in str(follow.targets[0].error)
+            assert await up.put_pending(js) == 1
+            assert [o.name for o in await store.list() if not o.deleted] == [ref_object_name(fast)]
+            await until(lambda: len(offers) == 2, "the new best offered")
+            assert offers[-1].lap_time_s == pytest.approx(fast["time_s"], abs=1e-9)
+            snap = follow.snapshot()[0]
+            assert snap["state"] == "fetched" and snap["rig"] == "rig-a" and snap["lap"] == fast["lap"]
+            # a slower lap of another rig changes nothing
+            await js.publish("$KV.wrtfd-laps.rig-c.x", json.dumps({**slow, "id": "c", "rig": "rig-c"}).encode())
+            await asyncio.sleep(0.5)
+            assert len(offers) == 2 and len(follow.records) == 3
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        assert [p.name for p in cache.glob("*.wrtf")] == [f"{fast['id']}.wrtf"]  # the older one pruned
     finally:
         await nc.close()
     nats_server.stop()

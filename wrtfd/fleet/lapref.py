@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from wrtfd.errors import WrtfdError
-from wrtfd.fleet.laps import read_records
+from wrtfd.fleet.laps import MAX_RECORD_BYTES, read_records
 from wrtfd.fleet.leaderboard import leaderboard
 from wrtfd.fleet.queue import write_atomic
 
@@ -51,6 +51,9 @@ log = logging.getLogger("wrtfd.fleet")
 DEFAULT_BEST_LAPS_BUCKET = "wrtfd-best-laps"
 #: A fetched lap file larger than this is refused (a lap at 1 kHz of 1 KiB frames for 10 min).
 MAX_LAP_FILE_BYTES = 64 * 1024 * 1024
+#: Lap records a follower keeps in memory (about 1 KiB each); past it, only the picks change.
+MAX_RECORDS = 100_000
+_TICK = object()
 #: Metadata key of a lap file holding its lap record (JSON).
 RECORD_KEY = "wrtfd.lap.record"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.()-]+|\.\.+")
@@ -316,6 +319,10 @@ class RefTarget:
     #: Called (from the fleet thread) with the new reference.
     offer: Callable[[Any], None]
     current: dict[str, Any] | None = None
+    #: The record picked (the team's best known), fetched and offered when it is not ``current``.
+    wanted: Mapping[str, Any] | None = None
+    #: Pick again from every record (the car became known).
+    repick: bool = False
     state: str = "waiting"
     error: str | None = None
     track_of: Callable[[], str | None] | None = field(default=None, repr=False)
@@ -346,6 +353,8 @@ class ReferenceFollower:
         self.index_path = cache_dir / "current.json"
         self.fetched = 0
         self.last_error: str | None = None
+        #: The laps bucket's records (key -> record), as the watch delivered them.
+        self.records: dict[str, Mapping[str, Any]] = {}
 
     # --- the cache -----------------------------------------------------------------------
 
@@ -421,8 +430,13 @@ class ReferenceFollower:
         store = await _store(js, self.bucket, 1, create=False)
         if store is None:
             raise LapCutError(f"no bucket {self.bucket!r} on the server yet")
+        from nats.js.errors import ObjectNotFoundError
+
         name = ref_object_name(record)
-        info = await store.get_info(name)
+        try:
+            info = await store.get_info(name)
+        except ObjectNotFoundError:
+            raise LapCutError(f"{name}: not in bucket {self.bucket!r} (yet)") from None
         if int(info.size or 0) > MAX_LAP_FILE_BYTES:
             raise LapCutError(f"{name}: {info.size} bytes, more than {MAX_LAP_FILE_BYTES}")
         result = await store.get(name)
@@ -431,16 +445,49 @@ class ReferenceFollower:
         await asyncio.to_thread(write_atomic, path, data)
 
     async def refresh(self, js: Any) -> int:
-        """Read the lap records; fetch and offer every target's new best. Returns how many changed."""
-        records = await read_records(js, self.laps_bucket)
-        changed = 0
+        """Read every lap record once, pick and settle (tests, and a follower without a watch)."""
+        self.records = {str(i): r for i, r in enumerate(await read_records(js, self.laps_bucket))}
+        self._repick()
+        return await self._settle(js)
+
+    def _repick(self) -> None:
+        """Every target's pick from all records known (at the watch's start, another car)."""
         for target in self.targets:
             if target.track is None and target.track_of is not None:
                 target.track = target.track_of()
-            best = pick_record(records, track=target.track, car=target.car, driver=target.driver)
+            target.wanted = pick_record(
+                self.records.values(), track=target.track, car=target.car, driver=target.driver
+            )
+            target.repick = False
+
+    def _take(self, key: str, value: bytes | None) -> None:
+        """One update of the laps bucket: only a record faster than a target's pick changes it."""
+        if value is None or len(value) > MAX_RECORD_BYTES:
+            self.records.pop(key, None)
+            return
+        try:
+            record = json.loads(value)
+        except ValueError:
+            return
+        if not isinstance(record, dict):
+            return
+        if len(self.records) < MAX_RECORDS or key in self.records:
+            self.records[key] = record
+        for target in self.targets:
+            if target.repick:
+                continue
+            both = [r for r in (target.wanted, record) if r is not None]
+            target.wanted = pick_record(both, track=target.track, car=target.car, driver=target.driver)
+
+    async def _settle(self, js: Any) -> int:
+        """Fetch and offer each target's pick when it is not the reference in use (a failure, such
+        as the lap file not put yet, keeps the current one and is tried again later)."""
+        changed = 0
+        for target in self.targets:
+            if target.repick or (target.track is None and target.track_of is not None):
+                self._repick()
+            best = target.wanted
             if best is None:
-                if target.current is None:
-                    target.state = "waiting"
                 continue
             if target.current is not None and target.current.get("id") == best.get("id"):
                 continue
@@ -467,6 +514,36 @@ class ReferenceFollower:
             changed += 1
         return changed
 
+    async def watch(self, js: Any) -> None:
+        """Watch the laps bucket (its current records, then each new one as it is stored); every
+        ``poll_s`` without news a pick not fetched yet is tried again. Returns never; raises when
+        the watch fails (no bucket yet, a lost server): :meth:`run` starts it again."""
+        import nats.errors
+
+        kv = await js.key_value(self.laps_bucket)
+        watcher = await kv.watchall()
+        self.records = {}
+        loaded = False
+        try:
+            while True:
+                try:
+                    entry = await watcher.updates(timeout=self.poll_s)
+                except nats.errors.TimeoutError:
+                    entry = _TICK
+                if entry is None or (entry is _TICK and not loaded):  # the records stored so far: read
+                    loaded = True
+                    self._repick()
+                elif entry is not _TICK:
+                    deleted = entry.operation in ("DEL", "PURGE")
+                    self._take(entry.key, None if deleted else bytes(entry.value or b""))
+                    if not loaded:
+                        continue
+                self.last_error = None
+                await self._settle(js)
+        finally:
+            with contextlib.suppress(Exception):
+                await watcher.stop()
+
     def saw_lap(self, group: str, info: Mapping[str, str]) -> None:
         """This rig's own lap: its track and car (what the game or the metadata says)."""
         for target in self.targets:
@@ -475,19 +552,17 @@ class ReferenceFollower:
             car = info.get("car")
             if car and car != target.car:
                 target.car = car
-                used = (target.current or {}).get("car")
-                if not isinstance(used, str) or used.casefold() != car.casefold():
-                    target.current = None  # a reference of another car: pick again
+                target.repick = True
             if target.track is None and info.get("track"):
                 target.track = info["track"]
 
     async def run(self, js_of: Callable[[], Any], online: Callable[[], bool], wake: asyncio.Event) -> None:
-        """Forever (a task of the fleet thread): refresh every ``poll_s`` and when woken."""
+        """Forever (a task of the fleet thread): watch the laps bucket while the link is up; after
+        a failure, again ``poll_s`` later."""
         while True:
             if online():
                 try:
-                    await self.refresh(js_of())
-                    self.last_error = None
+                    await self.watch(js_of())
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
