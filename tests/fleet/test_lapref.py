@@ -235,7 +235,7 @@ async def test_put_fetch_cache_and_offline_restart(
         offers: list[Reference] = []
         cache = tmp_path / "b" / "refs"
         follow = ReferenceFollower([_target(offers, length)], cache, laps_bucket="wrtfd-laps", poll_s=0.2)
-        task = asyncio.create_task(follow.run(lambda: js, lambda: True, asyncio.Event()))
+        task = asyncio.create_task(follow.run(lambda: js, lambda: True, asyncio.Event(), lambda: nc))
         try:
             await until(lambda: len(offers) == 1, "the first reference offered")
             assert offers[0].lap_time_s == pytest.approx(slow["time_s"], abs=1e-9)

@@ -53,7 +53,6 @@ DEFAULT_BEST_LAPS_BUCKET = "wrtfd-best-laps"
 MAX_LAP_FILE_BYTES = 64 * 1024 * 1024
 #: Lap records a follower keeps in memory (about 1 KiB each); past it, only the picks change.
 MAX_RECORDS = 100_000
-_TICK = object()
 #: Metadata key of a lap file holding its lap record (JSON).
 RECORD_KEY = "wrtfd.lap.record"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.()-]+|\.\.+")
@@ -446,7 +445,7 @@ class ReferenceFollower:
 
     async def refresh(self, js: Any) -> int:
         """Read every lap record once, pick and settle (tests, and a follower without a watch)."""
-        self.records = {str(i): r for i, r in enumerate(await read_records(js, self.laps_bucket))}
+        self.records = await read_records(js, self.laps_bucket, keyed=True)
         self._repick()
         return await self._settle(js)
 
@@ -514,35 +513,32 @@ class ReferenceFollower:
             changed += 1
         return changed
 
-    async def watch(self, js: Any) -> None:
-        """Watch the laps bucket (its current records, then each new one as it is stored); every
-        ``poll_s`` without news a pick not fetched yet is tried again. Returns never; raises when
-        the watch fails (no bucket yet, a lost server): :meth:`run` starts it again."""
+    async def watch(self, js: Any, nc: Any) -> None:
+        """Follow the laps bucket: a plain subscription to its subjects (each new record as it is
+        stored, no consumer and no heartbeats), then every record stored so far read once. Every
+        ``poll_s`` without news a pick not fetched yet is tried again. Returns after a reconnect
+        (what was stored meanwhile is read again by the next call); raises when it fails (no
+        bucket yet): :meth:`run` calls it again."""
         import nats.errors
 
-        kv = await js.key_value(self.laps_bucket)
-        watcher = await kv.watchall()
-        self.records = {}
-        loaded = False
+        reconnects = nc.stats.get("reconnects", 0)
+        sub = await nc.subscribe(f"$KV.{self.laps_bucket}.>", pending_msgs_limit=4096)
         try:
-            while True:
-                try:
-                    entry = await watcher.updates(timeout=self.poll_s)
-                except nats.errors.TimeoutError:
-                    entry = _TICK
-                if entry is None or (entry is _TICK and not loaded):  # the records stored so far: read
-                    loaded = True
-                    self._repick()
-                elif entry is not _TICK:
-                    deleted = entry.operation in ("DEL", "PURGE")
-                    self._take(entry.key, None if deleted else bytes(entry.value or b""))
-                    if not loaded:
-                        continue
-                self.last_error = None
+            records = await read_records(js, self.laps_bucket, keyed=True)
+            self.records = dict(list(records.items())[:MAX_RECORDS])
+            self._repick()
+            self.last_error = None
+            while nc.stats.get("reconnects", 0) == reconnects:
                 await self._settle(js)
+                try:
+                    msg = await sub.next_msg(timeout=self.poll_s)
+                except nats.errors.TimeoutError:
+                    continue
+                deleted = (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE")
+                self._take(msg.subject, None if deleted else bytes(msg.data or b""))
         finally:
             with contextlib.suppress(Exception):
-                await watcher.stop()
+                await sub.unsubscribe()
 
     def saw_lap(self, group: str, info: Mapping[str, str]) -> None:
         """This rig's own lap: its track and car (what the game or the metadata says)."""
@@ -556,13 +552,20 @@ class ReferenceFollower:
             if target.track is None and info.get("track"):
                 target.track = info["track"]
 
-    async def run(self, js_of: Callable[[], Any], online: Callable[[], bool], wake: asyncio.Event) -> None:
-        """Forever (a task of the fleet thread): watch the laps bucket while the link is up; after
-        a failure, again ``poll_s`` later."""
+    async def run(
+        self,
+        js_of: Callable[[], Any],
+        online: Callable[[], bool],
+        wake: asyncio.Event,
+        nc_of: Callable[[], Any],
+    ) -> None:
+        """Forever (a task of the fleet thread): follow the laps bucket while the link is up;
+        after a failure, again ``poll_s`` later."""
         while True:
             if online():
                 try:
-                    await self.watch(js_of())
+                    await self.watch(js_of(), nc_of())
+                    continue  # a reconnect: read what was stored meanwhile
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:

@@ -375,7 +375,9 @@ class FleetPublisher:
             self._follow_wake = asyncio.Event()
             tasks.append(
                 asyncio.create_task(
-                    self._follower.run(lambda: self._js, lambda: self._online, self._follow_wake)
+                    self._follower.run(
+                        lambda: self._js, lambda: self._online, self._follow_wake, lambda: self._nc
+                    )
                 )
             )
         try:
