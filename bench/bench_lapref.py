@@ -46,7 +46,9 @@ OVAL = REPO / "config" / "tracks" / "oval.trk"
 RATE_HZ = 60
 
 
-def start(tmp: Path, name: str, server: Server, *, with_refs: bool) -> tuple[subprocess.Popen[bytes], int, int]:
+def start(
+    tmp: Path, name: str, server: Server, *, with_refs: bool
+) -> tuple[subprocess.Popen[bytes], int, int]:
     import socket
 
     port, status = free_port(socket.SOCK_DGRAM), free_port()
@@ -58,7 +60,7 @@ def start(tmp: Path, name: str, server: Server, *, with_refs: bool) -> tuple[sub
         f'track = "{OVAL}"\n{ref}'
         f'[recorder]\noutput_dir = "{tmp / name}"\n[status]\nport = {status}\n[logging]\nlevel = "info"\n'
         f'[fleet]\nurl = "{server.url}"\ntoken = "{TOKEN}"\nrig = "{name}"\n'
-        f"laps = {on}\nbest_laps = {on}\nreference_poll_s = 1.0\n"
+        f"laps = {on}\nbest_laps = {on}\n"
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "wrtfd", "run", "--config", str(cfg)],
@@ -99,7 +101,16 @@ def daemons(laps: int, speed: float) -> None:
             sims = [
                 subprocess.Popen(
                     [
-                        *(sys.executable, "-m", "wrtfd", "simulate", "--protocol", "forza", "--track", str(OVAL)),
+                        *(
+                            sys.executable,
+                            "-m",
+                            "wrtfd",
+                            "simulate",
+                            "--protocol",
+                            "forza",
+                            "--track",
+                            str(OVAL),
+                        ),
                         *("--to", f"127.0.0.1:{port}", "--laps", str(laps), "--seed", "4"),
                         *("--speed-scale", str(speed)),
                     ],
@@ -123,7 +134,9 @@ def daemons(laps: int, speed: float) -> None:
         a, b = used[with_p.pid], used[without_p.pid]
         best = fleet.get("best_laps") or {}
         refs = fleet.get("references") or [{}]
-        print(f"1. two daemons, {laps} simulated laps of the oval at {RATE_HZ} Hz, {elapsed:.1f} s (same run)")
+        print(
+            f"1. two daemons, {laps} simulated laps of the oval at {RATE_HZ} Hz, {elapsed:.1f} s (same run)"
+        )
         print(f"   {'daemon':<44}{'CPU s':>8}{'% of one core':>16}")
         print(f"   {'with (records, best laps, fleet:best)':<44}{a:>8.2f}{100 * a / elapsed:>16.2f}")
         print(f"   {'without':<44}{b:>8.2f}{100 * b / elapsed:>16.2f}")
@@ -140,7 +153,7 @@ def in_process() -> None:
     import math
 
     from wrtfd.daemon.laprecords import lap_record
-    from wrtfd.fleet.lapref import RefTarget, ReferenceFollower, cut_lap
+    from wrtfd.fleet.lapref import ReferenceFollower, RefTarget, cut_lap
     from wrtfd.format import Reader
     from wrtfd.recorder.observe import LapCompleted
     from wrtfd.simulate import Simulation, TrackInfo, make_encoder
@@ -178,11 +191,16 @@ def in_process() -> None:
         lap_s = (last - first + 1) / RATE_HZ
         ev = LapCompleted("main", 2, lap_s, (3.0, 4.0, 4.7), 12.0, 12.0 + lap_s, first, last, 1, 2, None, ())
         record = lap_record(ev, rig="rig-1", file=file.name, session=si)
-        t_record = per_call(lambda: (json.dumps(lap_record(ev, rig="rig-1", file=file.name, session=si)) + "\n").encode(), 2000)
+        t_record = per_call(
+            lambda: (json.dumps(lap_record(ev, rig="rig-1", file=file.name, session=si)) + "\n").encode(),
+            2000,
+        )
         dest = tmp / "lap.wrtf"
         t_cut = per_call(lambda: cut_lap(file, si, first, last, dest, metadata={"Track": track.name}), 20)
         offers: list[Reference] = []
-        target = RefTarget("forza", "main", "fleet:best", None, track.name, None, path.length_m, offers.append)
+        target = RefTarget(
+            "forza", "main", "fleet:best", None, track.name, None, path.length_m, offers.append
+        )
         follow = ReferenceFollower([target], tmp / "refs", laps_bucket="x")
         line = json.dumps({**record, "track": track.name, "time_s": 99.0}).encode()  # slower: no change
         t_take = per_call(lambda: follow._take("rig-1.x", line), 5000)

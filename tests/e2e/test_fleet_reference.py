@@ -69,7 +69,7 @@ def follows(d: Daemon, time_s: float) -> dict[str, Any] | None:
 
 def lap_channels(out: Path) -> list[np.ndarray]:
     """Every session's lap channels, in order."""
-    sessions = []
+    sessions: list[np.ndarray] = []
     for path in recordings(out):
         with Reader(path) as r:
             sessions.extend(r.frames(i)["laps"] for i in range(len(r.sessions)))

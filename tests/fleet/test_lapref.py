@@ -21,9 +21,10 @@ from wrtfd.fleet.client import connect
 from wrtfd.fleet.config import ConnectOptions
 from wrtfd.fleet.lapref import (
     BestLapUploader,
+    LapCutError,
     LapNotOnDiskError,
-    RefTarget,
     ReferenceFollower,
+    RefTarget,
     cut_lap,
     pick_record,
     ref_object_name,
@@ -97,7 +98,7 @@ def test_the_cut_lap_holds_the_recordings_frames_byte_for_byte(
     si, first, last = _lap_ticks(source, 2)
     dest = tmp_path / "lap.wrtf"
     meta = {"Track": "Small oval track", "Car": "GT3", "wrtfd.lap.record": '{"lap": 2}'}
-    n = cut_lap(source, si, first, last, dest, metadata=meta)
+    n = cut_lap(source, si, first, last, dest, metadata=meta, lap=2)
     assert n == last - first + 1 + 2  # the lap and the frame either side of it
     with Reader(source) as r:
         src = r.sessions[si]
@@ -135,17 +136,30 @@ def test_a_lap_whose_next_frame_is_not_written_yet_is_not_cut(
         cut_lap(source, last_session, final - 100, final, tmp_path / "x.wrtf")
     with pytest.raises(LapNotOnDiskError, match="no session 9"):
         cut_lap(source, 9, 0, 10, tmp_path / "x.wrtf")
+    si, first, last = _lap_ticks(source, 2)
+    with pytest.raises(LapCutError, match="not lap 3"):  # the record says another lap than the frames
+        cut_lap(source, si, first, last, tmp_path / "x.wrtf", lap=3)
+    with pytest.raises(LapCutError, match="not lap 2"):  # a tick range one frame short of the lap
+        cut_lap(source, si, first, last - 1, tmp_path / "x.wrtf", lap=2)
+    with Reader(source) as r:
+        start = int(r.frames(si)["tick"][0])
+    with pytest.raises(LapCutError, match="began before session"):  # no frame before it
+        cut_lap(source, si, start - 5, start + 10, tmp_path / "x.wrtf")
     assert not (tmp_path / "x.wrtf").exists()
 
 
 def test_object_names_and_the_pick() -> None:
+    def rec(rid: str, driver: str | None, car: str, track: str, t: object, **kw: object) -> dict[str, Any]:
+        return {"id": rid, "rig": f"rig-{rid[0]}", "driver": driver, "car": car, "track": track,
+                "time_s": t, "sectors_s": [], **kw}  # fmt: skip
+
     recs = [
-        {"id": "a1", "rig": "rig-a", "driver": "Ada", "car": "GT3", "track": "Oval", "time_s": 31.0, "sectors_s": []},
-        {"id": "b1", "rig": "rig-b", "driver": "Bob", "car": "GT3", "track": "Oval", "time_s": 30.5, "sectors_s": []},
-        {"id": "b2", "rig": "rig-b", "driver": "Bob", "car": "GT4", "track": "oval", "time_s": 29.0, "sectors_s": []},
-        {"id": "c1", "rig": "rig-c", "driver": "Cy", "car": "GT3", "track": "Oval", "time_s": 20.0, "sectors_s": [], "valid": False},
-        {"id": "d1", "rig": "rig-d", "car": "GT3", "track": "Oval", "time_s": "fast", "sectors_s": []},
-    ]  # fmt: skip
+        rec("a1", "Ada", "GT3", "Oval", 31.0),
+        rec("b1", "Bob", "GT3", "Oval", 30.5),
+        rec("b2", "Bob", "GT4", "oval", 29.0),
+        rec("c1", "Cy", "GT3", "Oval", 20.0, valid=False),
+        rec("d1", None, "GT3", "Oval", "fast"),
+    ]
     assert pick_record(recs, track="Oval", car="GT3")["id"] == "b1"  # type: ignore[index]
     assert pick_record(recs, track="OVAL", car="gt3", driver="ada")["id"] == "a1"  # type: ignore[index]
     assert pick_record(recs, track="Oval", car=None)["id"] == "b2"  # type: ignore[index]  # any car
@@ -256,7 +270,9 @@ async def test_put_fetch_cache_and_offline_restart(
             snap = follow.snapshot()[0]
             assert snap["state"] == "fetched" and snap["rig"] == "rig-a" and snap["lap"] == fast["lap"]
             # a slower lap of another rig changes nothing
-            await js.publish("$KV.wrtfd-laps.rig-c.x", json.dumps({**slow, "id": "c", "rig": "rig-c"}).encode())
+            await js.publish(
+                "$KV.wrtfd-laps.rig-c.x", json.dumps({**slow, "id": "c", "rig": "rig-c"}).encode()
+            )
             await asyncio.sleep(0.5)
             assert len(offers) == 2 and len(follow.records) == 3
         finally:
@@ -277,7 +293,9 @@ async def test_put_fetch_cache_and_offline_restart(
     # another car or another track has nothing cached; a car not known yet takes the last one
     none: list[Reference] = []
     assert ReferenceFollower([_target(none, length, car="GT4")], cache, laps_bucket="x").load_cached() == 0
-    assert ReferenceFollower([_target(none, length, track="Other")], cache, laps_bucket="x").load_cached() == 0
+    assert (
+        ReferenceFollower([_target(none, length, track="Other")], cache, laps_bucket="x").load_cached() == 0
+    )
     assert ReferenceFollower([_target(none, length, car=None)], cache, laps_bucket="x").load_cached() == 1
     assert len(none) == 1 and none[0].lap_time_s == later[0].lap_time_s
 

@@ -58,12 +58,12 @@ __all__ = [
     "build_fleet",
     "build_gnss_laps",
     "build_lap_channels",
-    "fleet_reference_targets",
     "build_source",
     "build_sources",
     "check_buildable",
     "check_pinned_schema",
     "composed_schemas",
+    "fleet_reference_targets",
     "lap_metadata",
     "mapped_sink",
     "prepare",
@@ -434,6 +434,9 @@ def fleet_reference_targets(loaded: LoadedConfig, built: list[BuiltSource]) -> l
         plugin: Any = b.laps or b.gnss_laps
         if kind is None or plugin is None:
             continue
+        track: str | None
+        length: float | None
+        track_of: Callable[[], str | None] | None
         if b.laps is not None:
             track, length, track_of = b.laps.track.name, b.laps.path.length_m, None
         else:
@@ -441,8 +444,10 @@ def fleet_reference_targets(loaded: LoadedConfig, built: list[BuiltSource]) -> l
             track = gnss.circuit.name if gnss is not None and gnss.circuit is not None else None
             length = None
 
-            def track_of(gnss: Any = gnss) -> str | None:
+            def circuit_name(gnss: Any = gnss) -> str | None:
                 return gnss.circuit.name if gnss.circuit is not None else None
+
+            track_of = circuit_name
 
         targets.append(
             RefTarget(

@@ -104,14 +104,18 @@ def cut_lap(
     dest: Path,
     *,
     metadata: Mapping[str, str] | None = None,
+    lap: int | None = None,
 ) -> int:
     """Write the lap's frames (``first_tick`` .. ``last_tick`` of ``session``) and the frame either
     side of them (the line crossings are interpolated from those) into ``dest``: one session, the
     source's header, frame definition and frames byte for byte, its metadata without the frame
     check's keys plus ``metadata``. Returns the number of frames.
 
+    With ``lap``, the frames must be that lap of the lap channels (``laps.lap_number``): the
+    frame before another lap, the lap's own all ``lap``, the one after ``lap + 1``.
+
     :raises LapNotOnDiskError: the frame after the lap is not in the file yet.
-    :raises LapCutError: no such session or no frame of the lap.
+    :raises LapCutError: no such session, no frame of the lap, frames of another lap.
     :raises FormatError: the source is not a readable WRTF file.
     """
     from wrtfd.format import Reader, Writer
@@ -129,7 +133,11 @@ def cut_lap(
             raise LapNotOnDiskError(f"{source}: the frames after tick {last_tick} are not on disk yet")
         if a >= b:
             raise LapCutError(f"{source}: no frame between ticks {first_tick} and {last_tick}")
-        part = frames[max(a - 1, 0) : b + 1]
+        if a == 0:
+            raise LapCutError(f"{source}: the lap began before session {session} of the file (a rotation)")
+        part = frames[a - 1 : b + 1]
+        if lap is not None:
+            _check_lap(part, lap, source)
         meta = {k: v for k, v in r.metadata.items() if k not in CHECK_KEYS and k != SCHEMA_METADATA_KEY}
         meta.update(metadata or {})
         tmp = dest.with_name(f".{dest.name}.tmp")
@@ -147,6 +155,15 @@ def cut_lap(
             w.end_session()
         os.replace(tmp, dest)
         return len(part)
+
+
+def _check_lap(part: np.ndarray, lap: int, source: Path) -> None:
+    names = part.dtype.names or ()
+    if "laps" not in names or "lap_number" not in (part.dtype["laps"].names or ()):
+        return  # no lap channels to check against
+    numbers = np.asarray(part["laps"]["lap_number"], dtype=np.int64)
+    if numbers[0] == lap or numbers[-1] != lap + 1 or not (numbers[1:-1] == lap).all():
+        raise LapCutError(f"{source}: the frames between the ticks are not lap {lap}")
 
 
 def _lap_metadata(record: Mapping[str, Any]) -> dict[str, str]:
@@ -250,6 +267,7 @@ class BestLapUploader:
             int(record["last_tick"]),
             dest,
             metadata=_lap_metadata(record),
+            lap=int(record["lap"]),
         )
         try:
             return dest.read_bytes()
@@ -353,7 +371,7 @@ class ReferenceFollower:
         self.fetched = 0
         self.last_error: str | None = None
         #: The laps bucket's records (key -> record), as the watch delivered them.
-        self.records: dict[str, Mapping[str, Any]] = {}
+        self.records: dict[str, dict[str, Any]] = {}
 
     # --- the cache -----------------------------------------------------------------------
 

@@ -55,8 +55,8 @@ from wrtfd.fleet.encoding import (
     subject_layout,
     subject_status,
 )
+from wrtfd.fleet.lapref import BestLapUploader, ReferenceFollower, RefTarget
 from wrtfd.fleet.laps import LapForwarder
-from wrtfd.fleet.lapref import BestLapUploader, RefTarget, ReferenceFollower
 from wrtfd.fleet.queue import UploadEntry, UploadQueue, object_name
 from wrtfd.fleet.status import status_message
 from wrtfd.fleet.upload import FileGoneError, ObjectUploader
@@ -213,7 +213,9 @@ class FleetPublisher:
         """Sources with ``reference = "fleet:..."`` (before :meth:`start`)."""
         for t in targets:
             log.info(
-                "source %s: reference %s: the session's best lap until the team's is fetched", t.source, t.spec
+                "source %s: reference %s: the session's best lap until the team's is fetched",
+                t.source,
+                t.spec,
             )
         if targets:
             self._follower = ReferenceFollower(

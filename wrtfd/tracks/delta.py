@@ -215,7 +215,7 @@ def _complete_laps(session: int, laps: np.ndarray, times_s: np.ndarray) -> list[
 FLEET_PREFIX = "fleet:"
 
 
-def parse_fleet_reference(spec: str) -> str | None | bool:
+def parse_fleet_reference(spec: str) -> str | bool | None:
     """``"fleet:best"`` as True, ``"fleet:driver=NAME"`` as ``NAME``, anything else (a file) as None.
 
     :raises ValueError: ``fleet:`` followed by something else, or an empty driver name.
