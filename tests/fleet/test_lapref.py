@@ -280,6 +280,21 @@ async def test_put_fetch_cache_and_offline_restart(
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         assert [p.name for p in cache.glob("*.wrtf")] == [f"{fast['id']}.wrtf"]  # the older one pruned
+
+        # a rig following its own best takes the lap file it just put, without fetching it
+        own: list[Reference] = []
+        mine = ReferenceFollower(
+            [_target(own, length)],
+            tmp_path / "own",
+            laps_bucket="x",
+            bucket="nothing",
+            local_lap=up.local_lap,
+        )
+        mine.targets[0].wanted = fast
+        assert await mine._settle(js) == 1
+        assert own[0].lap_time_s == pytest.approx(fast["time_s"], abs=1e-9)
+        mine.targets[0].wanted = slow  # not its last put: fetched, from a bucket not there
+        assert await mine._settle(js) == 0 and "no bucket 'nothing'" in str(mine.targets[0].error)
     finally:
         await nc.close()
     nats_server.stop()

@@ -224,6 +224,7 @@ class FleetPublisher:
                 laps_bucket=self.settings.laps_bucket,
                 bucket=self.settings.best_laps_bucket,
                 poll_s=self.settings.reference_poll_s,
+                local_lap=None if self._best is None else self._best.local_lap,
             )
 
     def start(self) -> None:
