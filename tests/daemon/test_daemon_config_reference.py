@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -175,9 +176,7 @@ def test_reference_lap_of_a_gnss_recording_with_a_circuit(
     ), out
 
 
-def test_a_fleet_reference_is_a_target_of_the_fleet(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_fleet_reference_is_a_target_of_the_fleet(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """``reference = "fleet:best"``: no file is read; with ``[fleet]`` the source is handed to the
     fleet as a target (its track, lap length, driver), without it the journal says in one line
     that the delta uses the session's best lap."""
@@ -197,7 +196,8 @@ def test_a_fleet_reference_is_a_target_of_the_fleet(
     config.write_text(_config(tmp_path, 'reference = "fleet:driver=Ada"').read_text() + fleet)
     daemon = prepare(load_config(config), env={})
     (plugin,) = daemon.recorder.groups["main"].recorder.derived
-    (target,) = daemon.fleet._follower.targets
+    publisher: Any = daemon.fleet
+    (target,) = publisher._follower.targets
     assert (target.source, target.spec, target.driver) == ("forza", "fleet:driver=Ada", "Ada")
     assert target.track == "Small oval track" and target.car is None
     assert target.length_m == LanePath(load_track(OVAL)).length_m
@@ -211,7 +211,8 @@ def test_a_fleet_reference_is_a_target_of_the_fleet(
         f'circuit = "{ROAD}"\nreference = "fleet:best"\n[recorder]\noutput_dir = "{tmp_path / "rec"}"\n'
         '[recorder.metadata]\nCar = "Kart 7"\n' + fleet
     )
-    (target,) = prepare(load_config(gnss), env={}).fleet._follower.targets
+    publisher = prepare(load_config(gnss), env={}).fleet
+    (target,) = publisher._follower.targets
     assert (target.track, target.car, target.length_m, target.driver) == (
         "Hillside road course",
         "Kart 7",
