@@ -197,6 +197,19 @@ def test_the_best_lap_state_only_takes_a_better_lap_and_survives_a_restart(tmp_p
     assert again.consider({**base, "id": "7", "time_s": 30.9})
 
 
+async def test_a_lap_that_cannot_be_cut_is_not_a_best_to_beat(tmp_path: Path) -> None:
+    up = BestLapUploader(tmp_path, tmp_path / ".fleet" / "best_laps.json")
+    base = {"rig": "rig-a", "track": "Oval", "session": 0, "first_tick": 1, "last_tick": 9, "lap": 1}
+    assert up.consider({**base, "id": "1", "time_s": 31.0, "file": "../../etc/passwd", "car": "GT3"})
+    assert up.consider({**base, "id": "2", "time_s": 30.0, "file": "gone.wrtf"})
+    assert await up.put_pending(None) == 0  # both refused before any NATS call
+    errors = sorted(str(v.get("error")) for v in up.best.values() if v["state"] == "failed")
+    assert errors[0].startswith("../../etc/passwd: not a file of the recording directory")
+    assert "gone.wrtf: not there" in errors[1]
+    assert up.failed == 2
+    assert up.consider({**base, "id": "3", "time_s": 30.5, "file": "gone.wrtf"})  # slower, yet put
+
+
 async def until(cond: Callable[[], object], what: str, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not cond():

@@ -258,10 +258,13 @@ class BestLapUploader:
         if not isinstance(record.get("file"), str) or not isinstance(record.get("session"), int):
             return False
         key = _best_key(record)
-        known = self.best.get(key)
-        if known is not None and _good_time(known["record"]) is not None and t >= known["record"]["time_s"]:
+        known = self.best.get(key) or {}
+        beaten = known.get("state") != "failed" and _good_time(known.get("record", {})) is not None
+        if beaten and t >= known["record"]["time_s"]:
             return False
-        self.best[key] = {"record": dict(record), "state": "pending", "previous": (known or {}).get("object")}
+        # the object this one replaces: the last put (a pending or failed lap has none of its own)
+        previous = known.get("object") or known.get("previous")
+        self.best[key] = {"record": dict(record), "state": "pending", "previous": previous}
         try:  # kept before the put: a restart still puts it (the record will not be sent again)
             self._save()
         except OSError as exc:
@@ -272,7 +275,10 @@ class BestLapUploader:
         return any(v.get("state") == "pending" for v in self.best.values())
 
     def _cut(self, record: Mapping[str, Any], dest: Path) -> bytes:
-        source = self.output_dir / str(record["file"])
+        name = Path(str(record["file"]))
+        if name.is_absolute() or ".." in name.parts:
+            raise LapCutError(f"{name}: not a file of the recording directory")
+        source = self.output_dir / name
         if not source.is_file():
             raise LapCutError(f"{source}: not there (deleted or moved)")
         cut_lap(
@@ -305,7 +311,7 @@ class BestLapUploader:
             except LapNotOnDiskError:
                 continue
             except (WrtfdError, OSError, KeyError, ValueError, TypeError) as exc:
-                entry["state"] = "failed"
+                entry["state"] = "failed"  # not a best to beat: the next lap may be put
                 entry["error"] = str(exc)
                 self.failed += 1
                 self.last_error = str(exc)
