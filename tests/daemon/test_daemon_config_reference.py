@@ -176,7 +176,9 @@ def test_reference_lap_of_a_gnss_recording_with_a_circuit(
     ), out
 
 
-def test_a_fleet_reference_is_a_target_of_the_fleet(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_fleet_reference_is_a_target_of_the_fleet(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``reference = "fleet:best"``: no file is read; with ``[fleet]`` the source is handed to the
     fleet as a target (its track, lap length, driver), without it the journal says in one line
     that the delta uses the session's best lap."""
@@ -201,6 +203,9 @@ def test_a_fleet_reference_is_a_target_of_the_fleet(tmp_path: Path, caplog: pyte
     assert (target.source, target.spec, target.driver) == ("forza", "fleet:driver=Ada", "Ada")
     assert target.track == "Small oval track" and target.car is None
     assert target.length_m == LanePath(load_track(OVAL)).length_m
+    assert main(["config", "show", "--config", str(config)]) == 0
+    shown = tomllib.loads(capsys.readouterr().out)
+    assert shown["sources"][0]["reference"] == "fleet:driver=Ada"  # not a path
     ref = Reference.from_samples([50.0], [5.0], lap_time_s=10.0, length_m=100.0, origin="fleet")
     target.offer(ref)  # the fleet thread's hand-over: taken at the next lap start
     assert plugin.delta.offered is ref and plugin.delta.reference is None
