@@ -5,7 +5,8 @@ Rig A drives; its best lap is cut into a lap file and put in the object store. R
 ``reference = "fleet:best"``, fetches it: at each of B's line crossings the recorded
 ``laps.last_delta`` (and the lap's last ``laps.delta``) equals B's lap time minus A's best lap
 time within one tick. A then drives a faster lap; B's reference follows and B's next laps are
-measured against the new best. The oracle is the simulators' own lap times (``--json``).
+measured against the new best. Restarted with the server gone, B takes the cached lap at once.
+The oracle is the simulators' own lap times (``--json``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 import pytest
 
 from tests.e2e.test_daemon_harness import Daemon, recordings, wait_for
-from tests.e2e.test_fleet import OVAL, connected, fleet, fleet_daemon
+from tests.e2e.test_fleet import OVAL, connected, fleet, fleet_daemon, restarted
 from tests.fleet.nats_server import NatsServer
 from wrtfd.format import Reader
 
@@ -129,6 +130,13 @@ def test_rig_b_drives_against_rig_as_best_lap_and_follows_when_it_improves(tmp_p
             assert record["rig"] == "rig-a" and abs(record["time_s"] - best_2) < TICK_S
             assert r.metadata["Track"] == "Small oval track" and len(r.sessions) == 1
         assert "reference fleet:best is fleet" in b.stderr
+
+        # restarted with the server gone: the cached lap is the reference at once
+        server.stop()
+        b = restarted(b).start()
+        b.wait_ready()
+        ref = wait_for(lambda: follows(b, best_2), "rig-b offline: the cached reference", WAIT_S)
+        assert ref["state"] == "cached" and not connected(b)
     finally:
         for d in (a, b):
             d.stop()
