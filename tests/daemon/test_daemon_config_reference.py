@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -173,3 +174,57 @@ def test_reference_lap_of_a_gnss_recording_with_a_circuit(
     assert re.search(
         r"GNSS lap channels from gps on 'Hillside road course', delta to \S+ session 0 lap 2", out
     ), out
+
+
+def test_a_fleet_reference_is_a_target_of_the_fleet(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``reference = "fleet:best"``: no file is read; with ``[fleet]`` the source is handed to the
+    fleet as a target (its track, lap length, driver), without it the journal says in one line
+    that the delta uses the session's best lap."""
+    from wrtfd.tracks.delta import Reference
+
+    fleet = '[fleet]\nurl = "nats://127.0.0.1:1"\nrig = "rig-b"\n'
+    with caplog.at_level("WARNING", logger="wrtfd"):
+        alone = prepare(load_config(_config(tmp_path, 'reference = "fleet:best"')), env={})
+    assert alone.fleet is None
+    (plugin,) = alone.recorder.groups["main"].recorder.derived
+    assert plugin.delta.reference is None
+    assert [r.getMessage() for r in caplog.records if "fleet:best" in r.getMessage()] == [
+        "source forza: reference fleet:best needs [fleet]; the delta uses the session's best lap"
+    ]
+
+    config = tmp_path / "fleet.toml"
+    config.write_text(_config(tmp_path, 'reference = "fleet:driver=Ada"').read_text() + fleet)
+    daemon = prepare(load_config(config), env={})
+    (plugin,) = daemon.recorder.groups["main"].recorder.derived
+    publisher: Any = daemon.fleet
+    (target,) = publisher._follower.targets
+    assert (target.source, target.spec, target.driver) == ("forza", "fleet:driver=Ada", "Ada")
+    assert target.track == "Small oval track" and target.car is None
+    assert target.length_m == LanePath(load_track(OVAL)).length_m
+    assert main(["config", "show", "--config", str(config)]) == 0
+    shown = tomllib.loads(capsys.readouterr().out)
+    assert shown["sources"][0]["reference"] == "fleet:driver=Ada"  # not a path
+    ref = Reference.from_samples([50.0], [5.0], lap_time_s=10.0, length_m=100.0, origin="fleet")
+    target.offer(ref)  # the fleet thread's hand-over: taken at the next lap start
+    assert plugin.delta.offered is ref and plugin.delta.reference is None
+
+    gnss = tmp_path / "gnss.toml"
+    gnss.write_text(
+        '[[sources]]\nkind = "serial"\nname = "gps"\nprotocol = "ubx"\ndevice = "/dev/ttyACM0"\n'
+        f'circuit = "{ROAD}"\nreference = "fleet:best"\n[recorder]\noutput_dir = "{tmp_path / "rec"}"\n'
+        '[recorder.metadata]\nCar = "Kart 7"\n' + fleet
+    )
+    publisher = prepare(load_config(gnss), env={}).fleet
+    (target,) = publisher._follower.targets
+    assert (target.track, target.car, target.length_m, target.driver) == (
+        "Hillside road course",
+        "Kart 7",
+        None,
+        None,
+    )
+
+    loaded = load_config(_config(tmp_path, 'reference = "fleet:fastest"'))
+    with pytest.raises(ConfigError, match=r"sources\[0\]\.reference: .*fleet:best or fleet:driver=NAME"):
+        build_source(loaded, 0, loaded.config.sources[0])

@@ -147,3 +147,21 @@ def test_any_json_object_renders(snapshot: dict[str, Any]) -> None:
     if not isinstance(snapshot.get("problems"), list):
         snapshot.pop("problems", None)
     assert "wrtfd" in text_of(snapshot).splitlines()[0]
+
+
+def test_a_fleet_reference_is_one_line() -> None:
+    fleet = {"url": "nats://pit:4222", "rig": "rig-b", "state": "connected", "live": {}, "uploads": {}}
+    waiting = {"source": "forza", "reference": "fleet:best", "state": "waiting", "lap_time_s": None}
+    fetched = {
+        **waiting,
+        "state": "fetched",
+        "lap_time_s": 31.2041,
+        "rig": "rig-a",
+        "driver": "Ada",
+        "lap": 3,
+    }
+    text = text_of({**SNAPSHOT, "fleet": {**fleet, "references": [waiting]}})
+    assert "reference  forza fleet:best: the session's best lap until the team's is fetched" in text
+    text = text_of({**SNAPSHOT, "fleet": {**fleet, "references": [fetched, "junk"]}})
+    assert "reference  forza fleet:best: Ada on rig-a lap 3, 31.204 s (fetched)" in text
+    assert text.count("reference  ") == 1

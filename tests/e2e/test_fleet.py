@@ -50,13 +50,14 @@ def fleet_daemon(
     fleet_extra: str = "",
     recorder_extra: str = "",
     ports: tuple[int, int] | None = None,
+    source_extra: str = "",
 ) -> Daemon:
     """A daemon recording one Forza source (lap channels on the oval) into ``<tmp>/<rig>/rec``."""
     home = tmp_path / rig
     home.mkdir(exist_ok=True)
     forza_port, status_port = ports or (free_port(socket.SOCK_DGRAM), free_port())
     config = (
-        udp_source("forza", "forza", forza_port, f'track = "{OVAL}"\n')
+        udp_source("forza", "forza", forza_port, f'track = "{OVAL}"\n{source_extra}')
         + f'[recorder]\noutput_dir = "rec"\nsession_idle_s = 3.0\n{recorder_extra}'
         + f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
         + f'[fleet]\nurl = "{server.url}"\ntoken = "{token}"\nrig = "{rig}"\nstatus_interval_s = 1.0\n'

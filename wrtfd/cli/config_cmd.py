@@ -95,8 +95,10 @@ def _show_token(loaded: Any, data: dict[str, Any]) -> None:
 
 def _resolved_reference(loaded: Any, spec: str) -> str:
     """``reference = "FILE[:LAP]"`` with FILE resolved like tracks (the lap part kept)."""
-    from wrtfd.tracks.delta import parse_reference
+    from wrtfd.tracks.delta import parse_fleet_reference, parse_reference
 
+    if parse_fleet_reference(spec) is not None:
+        return spec.strip()  # the team's best lap: no file
     file, session, lap = parse_reference(spec)
     where = "" if lap is None else f":{lap}" if session is None else f":{session}.{lap}"
     return f"{loaded.resolve(Path(file))}{where}"

@@ -17,7 +17,15 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["fleet_line", "format_age", "format_bytes", "format_duration", "format_lap", "render_status"]
+__all__ = [
+    "fleet_line",
+    "format_age",
+    "format_bytes",
+    "format_duration",
+    "format_lap",
+    "reference_line",
+    "render_status",
+]
 
 _STATE_STYLE = {
     "receiving": "green",
@@ -274,6 +282,20 @@ def fleet_line(fleet: Mapping[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def reference_line(ref: Mapping[str, Any]) -> str:
+    """One line about a source whose delta follows the team's best lap (``reference = "fleet:..."``)."""
+    head = f"{ref.get('source', '-')} {ref.get('reference', '-')}"
+    if ref.get("lap_time_s") is None:
+        text = f"{head}: the session's best lap until the team's is fetched"
+    else:
+        who = ref.get("driver") or f"({ref.get('rig', '?')})"
+        text = f"{head}: {who} on {ref.get('rig', '-')} lap {_num(ref.get('lap'))}"
+        text += f", {_num(ref.get('lap_time_s'), '{:.3f}')} s ({ref.get('state', '-')})"
+    if ref.get("error"):
+        text += f"; {ref['error']}"
+    return text
+
+
 def render_status(snapshot: Mapping[str, Any], *, url: str, unicode: bool = True) -> RenderableType:
     """Everything ``wrtfd status`` shows for one snapshot."""
     healthy = bool(snapshot.get("healthy"))
@@ -301,6 +323,10 @@ def render_status(snapshot: Mapping[str, Any], *, url: str, unicode: bool = True
         facts.add_row(
             "  fleet", Text(fleet_line(fleet), style="" if fleet.get("state") == "connected" else "red")
         )
+        refs = fleet.get("references")
+        for ref in refs if isinstance(refs, list) else ():
+            if isinstance(ref, Mapping):
+                facts.add_row("  reference", reference_line(ref))
     parts: list[RenderableType] = [head, facts, Text(""), _groups(_map(snapshot.get("recorder")))]
     parts += [Text(""), _sources(_map(snapshot.get("sources")))]
     if problems:

@@ -48,6 +48,7 @@ from wrtfd.recorder.observe import ObserverHub
 from wrtfd.sources.base import SampleSink, Source
 
 if TYPE_CHECKING:
+    from wrtfd.fleet.lapref import RefTarget
     from wrtfd.protocols import LapFacts
     from wrtfd.recorder.live import LiveRecorder
     from wrtfd.tracks.circuit import Circuit
@@ -64,6 +65,7 @@ __all__ = [
     "check_buildable",
     "check_pinned_schema",
     "composed_schemas",
+    "fleet_reference_targets",
     "gnss_lap_plugins",
     "lap_metadata",
     "mapped_sink",
@@ -384,7 +386,7 @@ def build_lap_channels(
         raise ConfigError(f"{where}.track_lane: {path} has {len(track.lanes)} lane(s), numbered from 0")
     position = _position_fields(src, definition, where)
     reference = None
-    if src.reference is not None:
+    if src.reference is not None and not _fleet_reference(src, where):
         from wrtfd.tracks import LanePath
         from wrtfd.tracks.delta import Reference, parse_reference
 
@@ -436,6 +438,61 @@ def _lap_facts(src: SourceConfig, definition: Mapping[str, Any]) -> LapFacts | N
     return LapFacts(invalid, conditions, facts.weather)
 
 
+def _fleet_reference(src: SourceConfig, where: str) -> bool:
+    """``reference = "fleet:..."``: the team's best lap, fetched by the fleet (not a file)."""
+    from wrtfd.tracks.delta import parse_fleet_reference
+
+    assert src.reference is not None
+    return _call(where, "reference", parse_fleet_reference, src.reference) is not None
+
+
+def fleet_reference_targets(loaded: LoadedConfig, built: list[BuiltSource]) -> list[RefTarget]:
+    """The sources with ``reference = "fleet:best"`` or ``"fleet:driver=NAME"``: what the fleet
+    feeds with the team's best lap (wrtfd.fleet.lapref)."""
+    from wrtfd.fleet.lapref import RefTarget
+    from wrtfd.tracks.delta import parse_fleet_reference
+
+    targets = []
+    car = loaded.config.recorder.metadata.get("Car") or None
+    for b in built:
+        spec = b.config.reference
+        if spec is None:
+            continue
+        kind = parse_fleet_reference(spec)
+        plugin: Any = b.laps or b.gnss_laps
+        if kind is None or plugin is None:
+            continue
+        track: str | None
+        length: float | None
+        track_of: Callable[[], str | None] | None
+        if b.laps is not None:
+            track, length, track_of = b.laps.track.name, b.laps.path.length_m, None
+        else:
+            gnss = b.gnss_laps
+            track = gnss.circuit.name if gnss is not None and gnss.circuit is not None else None
+            length = None
+
+            def circuit_name(gnss: Any = gnss) -> str | None:
+                return gnss.circuit.name if gnss.circuit is not None else None
+
+            track_of = circuit_name
+
+        targets.append(
+            RefTarget(
+                source=b.config.source_name,
+                group=b.config.group_name,
+                spec=spec.strip(),
+                driver=None if kind is True else str(kind),
+                track=track,
+                car=car,
+                length_m=length,
+                offer=plugin.delta.offer,
+                track_of=track_of,
+            )
+        )
+    return targets
+
+
 def build_gnss_laps(
     loaded: LoadedConfig, index: int, src: SourceConfig, definition: Mapping[str, Any]
 ) -> GnssLapChannels | None:
@@ -453,7 +510,8 @@ def build_gnss_laps(
     where = _where(loaded, index)
     fields = _gnss_fields(src, definition, where)
     reference = None
-    if src.reference is not None:  # a GNSS lap's own length: the recorded samples place the line
+    # a GNSS lap's own length: the recorded samples place the line
+    if src.reference is not None and not _fleet_reference(src, where):
         from wrtfd.tracks.delta import Reference, parse_reference
 
         file, session, lap = _call(where, "reference", parse_reference, src.reference)
@@ -690,6 +748,13 @@ def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Pipel
             if b.gnss_laps is not None and b.gnss_laps.circuit is not None
         ]
         fleet.team_hint(track=timed_on[0] if timed_on else meta.get("Track"), driver=meta.get("Driver"))
+    targets = fleet_reference_targets(loaded, built)
+    if targets and fleet is not None:
+        fleet.follow_references(targets)
+    for t in targets if fleet is None else ():
+        log.warning(
+            "source %s: reference %s needs [fleet]; the delta uses the session's best lap", t.source, t.spec
+        )
     from wrtfd.daemon.laprecords import LapBook
     from wrtfd.fleet.config import default_rig
 

@@ -134,6 +134,12 @@ class FleetConfig(BaseModel):
     team_rows: Annotated[int, Field(ge=0, le=100)] = 10
     #: How often the panel reads the laps bucket's new records.
     team_refresh_s: Annotated[float, Field(ge=0.5, le=3600)] = 5.0
+    #: Put this rig's best lap per track, car and driver (a small WRTF lap file) in an object
+    #: store bucket when it improves: the team's reference laps (``reference = "fleet:best"``).
+    best_laps: bool = True
+    best_laps_bucket: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")] = "wrtfd-best-laps"
+    #: How often a rig with ``reference = "fleet:..."`` reads the lap records for a better lap.
+    reference_poll_s: Annotated[float, Field(ge=0.2, le=3600)] = 5.0
 
     @field_validator("url")
     @classmethod
@@ -221,6 +227,9 @@ class FleetSettings:
     laps_bucket: str = "wrtfd-laps"
     team_rows: int = 10
     team_refresh_s: float = 5.0
+    best_laps: bool = True
+    best_laps_bucket: str = "wrtfd-best-laps"
+    reference_poll_s: float = 5.0
 
 
 def tls_context(ca: Path | None, cert: Path | None, key: Path | None) -> ssl.SSLContext:
@@ -298,4 +307,7 @@ def fleet_settings(
         laps_bucket=cfg.laps_bucket,
         team_rows=cfg.team_rows,
         team_refresh_s=cfg.team_refresh_s,
+        best_laps=cfg.best_laps,
+        best_laps_bucket=cfg.best_laps_bucket,
+        reference_poll_s=cfg.reference_poll_s,
     )

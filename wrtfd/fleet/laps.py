@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from wrtfd.fleet.queue import write_atomic
 
@@ -43,6 +43,11 @@ DEFAULT_LAPS_BUCKET = "wrtfd-laps"
 MAX_RECORD_BYTES = 16 * 1024
 #: Lines sent before the offset is saved (and at the end of what there is).
 BATCH = 64
+#: Without a lap completed, how often ``laps.jsonl`` is looked at (a line a wake missed).
+POLL_S = 5.0
+#: After a lap completed, its line is looked for this often, this many times, until it is sent.
+WOKEN_RETRY_S = 0.2
+WOKEN_TRIES = 10
 _ID = re.compile(r"^[0-9a-f]{8,64}$")
 
 
@@ -73,8 +78,11 @@ class LapForwarder:
         bucket: str = DEFAULT_LAPS_BUCKET,
         replicas: int = 1,
         timeout_s: float = 10.0,
+        on_sent: Callable[[dict[str, Any]], object] | None = None,
     ) -> None:
         self.laps_path = laps_path
+        #: Called with each record the server acknowledged (the best-lap uploader's feed).
+        self.on_sent = on_sent
         self.offset_path = offset_path
         self.rig = rig
         self.bucket = bucket
@@ -150,10 +158,11 @@ class LapForwarder:
                     self.offset = offset
                 return sent
             for line in lines:
-                record_id = self._id_of(line)
-                if record_id is None:
+                doc = self._record_of(line)
+                if doc is None:
                     self.counters.bad_lines += 1
                     continue
+                record_id = doc["id"]
                 key = record_key(self.rig, record_id)
                 ack = await js.publish(
                     f"$KV.{self.bucket}.{key}",
@@ -165,11 +174,14 @@ class LapForwarder:
                     raise RuntimeError(f"lap record stored in stream {ack.stream!r}")
                 sent += 1
                 self.counters.sent += 1
+                if self.on_sent is not None:
+                    self.on_sent(doc)
             await asyncio.to_thread(self._save, offset)
             self.offset = offset
 
     @staticmethod
-    def _id_of(line: bytes) -> str | None:
+    def _record_of(line: bytes) -> dict[str, Any] | None:
+        """The record of a line (a dict with a well-formed ``id``), else None."""
         if not line.strip() or len(line) > MAX_RECORD_BYTES:
             return None
         try:
@@ -177,7 +189,7 @@ class LapForwarder:
         except ValueError:
             return None
         rid = doc.get("id") if isinstance(doc, dict) else None
-        return rid if isinstance(rid, str) and _ID.fullmatch(rid) else None
+        return doc if isinstance(rid, str) and _ID.fullmatch(rid) else None
 
     async def run(
         self,
@@ -185,17 +197,22 @@ class LapForwarder:
         online: Callable[[], bool],
         wake: asyncio.Event,
         *,
-        poll_s: float = 0.5,
+        poll_s: float = POLL_S,
     ) -> None:
         """Forever (a task of the fleet thread): forward whenever the link is up and something is
-        new; woken by ``wake`` (a lap was completed) or every ``poll_s``; a failure waits and
-        tries again from the saved offset."""
+        new; woken by ``wake`` (a lap was completed: its line is looked for every
+        :data:`WOKEN_RETRY_S` for :data:`WOKEN_TRIES` tries, the lap book's thread may write it a
+        moment later) or every ``poll_s``; a failure waits and tries again from the saved offset."""
         ready = False
         retry_s = 1.0
+        tries = 0
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), poll_s)
+                await asyncio.wait_for(wake.wait(), WOKEN_RETRY_S if tries else poll_s)
+            if wake.is_set():
+                tries = WOKEN_TRIES
             wake.clear()
+            tries = max(0, tries - 1)
             if not online():
                 ready = False
                 continue
@@ -204,7 +221,8 @@ class LapForwarder:
                 if not ready:
                     await self.ensure_bucket(js)
                     ready = True
-                await self.forward(js)
+                if await self.forward(js):
+                    tries = 0
                 self.counters.last_error = None
                 retry_s = 1.0
             except asyncio.CancelledError:
@@ -227,9 +245,22 @@ class LapForwarder:
         }
 
 
-async def read_records(js: Any, bucket: str = DEFAULT_LAPS_BUCKET) -> list[dict[str, Any]]:
-    """Every lap record in the bucket (the latest value of each key), as dicts; lines that are
-    not records are skipped. Reads the bucket's stream with a short-lived consumer."""
+@overload
+async def read_records(
+    js: Any, bucket: str = ..., *, keyed: Literal[False] = ...
+) -> list[dict[str, Any]]: ...
+
+
+@overload
+async def read_records(js: Any, bucket: str = ..., *, keyed: Literal[True]) -> dict[str, dict[str, Any]]: ...
+
+
+async def read_records(
+    js: Any, bucket: str = DEFAULT_LAPS_BUCKET, *, keyed: bool = False
+) -> list[dict[str, Any]] | dict[str, dict[str, Any]]:
+    """Every lap record in the bucket (the latest value of each key), as dicts (``keyed``: by
+    the subject each was stored under); lines that are not records are skipped. Reads the
+    bucket's stream with a short-lived consumer."""
     from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
     from nats.js.errors import NotFoundError
 
@@ -239,9 +270,9 @@ async def read_records(js: Any, bucket: str = DEFAULT_LAPS_BUCKET) -> list[dict[
     try:
         info = await js.stream_info(stream)
     except NotFoundError:
-        return []
+        return {} if keyed else []
     if not info.state.messages:
-        return []
+        return {} if keyed else []
     subject = f"$KV.{bucket}.>"
     config = ConsumerConfig(
         ack_policy=AckPolicy.NONE,
@@ -273,4 +304,4 @@ async def read_records(js: Any, bucket: str = DEFAULT_LAPS_BUCKET) -> list[dict[
             await psub.unsubscribe()
         with contextlib.suppress(Exception):
             await js.delete_consumer(stream, psub._consumer)
-    return list(latest.values())
+    return latest if keyed else list(latest.values())

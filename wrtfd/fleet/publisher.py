@@ -55,6 +55,7 @@ from wrtfd.fleet.encoding import (
     subject_layout,
     subject_status,
 )
+from wrtfd.fleet.lapref import BestLapUploader, ReferenceFollower, RefTarget
 from wrtfd.fleet.laps import LapForwarder
 from wrtfd.fleet.queue import UploadEntry, UploadQueue, object_name
 from wrtfd.fleet.status import status_message
@@ -157,6 +158,18 @@ class FleetPublisher:
         self._setup_done = False
         self._attempt: asyncio.Task[Any] | None = None
         self._logged_error: tuple[str, float] = ("", 0.0)
+        #: This rig's best lap per track, car and driver into the object store (wrtfd.fleet.lapref).
+        self._best = (
+            BestLapUploader(
+                output_dir,
+                settings.queue_dir / "best_laps.json",
+                bucket=settings.best_laps_bucket,
+                replicas=settings.replicas,
+            )
+            if settings.laps and settings.best_laps
+            else None
+        )
+        self._best_wake: asyncio.Event | None = None
         #: Lap records from ``laps.jsonl`` to the laps bucket (store and forward, wrtfd.fleet.laps).
         self._laps = (
             LapForwarder(
@@ -165,6 +178,7 @@ class FleetPublisher:
                 rig=self.rig,
                 bucket=settings.laps_bucket,
                 replicas=settings.replicas,
+                on_sent=self._sent_record,
             )
             if settings.laps
             else None
@@ -183,6 +197,9 @@ class FleetPublisher:
         if self.team is not None:
             self.team.track = track
             self.team.me = driver or f"({self.rig})"
+        #: Sources whose delta follows the team's best lap (``reference = "fleet:..."``).
+        self._follower: ReferenceFollower | None = None
+        self._follow_wake: asyncio.Event | None = None
 
     # === the observer side (any thread; returns at once) ======================================
 
@@ -208,6 +225,24 @@ class FleetPublisher:
                     loop.call_soon_threadsafe(_resolve, fut)
 
     # === the daemon's side ====================================================================
+
+    def follow_references(self, targets: list[RefTarget]) -> None:
+        """Sources with ``reference = "fleet:..."`` (before :meth:`start`)."""
+        for t in targets:
+            log.info(
+                "source %s: reference %s: the session's best lap until the team's is fetched",
+                t.source,
+                t.spec,
+            )
+        if targets:
+            self._follower = ReferenceFollower(
+                targets,
+                self.settings.queue_dir / "refs",
+                laps_bucket=self.settings.laps_bucket,
+                bucket=self.settings.best_laps_bucket,
+                poll_s=self.settings.reference_poll_s,
+                local_lap=None if self._best is None else self._best.local_lap,
+            )
 
     def start(self) -> None:
         """Start the fleet thread (before the recorder runs, so no file event is missed)."""
@@ -280,6 +315,8 @@ class FleetPublisher:
             "status_sent": self.status_sent,
             "laps": None if self._laps is None else self._laps.snapshot(),
             "team": None if self.team is None else self.team.snapshot(),
+            "best_laps": None if self._best is None else self._best.snapshot(),
+            "references": None if self._follower is None else self._follower.snapshot(),
             "uploads": {
                 "enabled": self.settings.upload,
                 "bucket": self.settings.bucket,
@@ -354,6 +391,19 @@ class FleetPublisher:
         if self.team is not None:
             self._team_wake = asyncio.Event()
             tasks.append(asyncio.create_task(self._team_loop()))
+        if self._best is not None:
+            self._best_wake = asyncio.Event()
+            tasks.append(asyncio.create_task(self._best_laps()))
+        if self._follower is not None:
+            await asyncio.to_thread(self._follower.load_cached)
+            self._follow_wake = asyncio.Event()
+            tasks.append(
+                asyncio.create_task(
+                    self._follower.run(
+                        lambda: self._js, lambda: self._online, self._follow_wake, lambda: self._nc
+                    )
+                )
+            )
         try:
             await self._stop.wait()
             await self._finish()
@@ -590,6 +640,34 @@ class FleetPublisher:
                     subject_layout(self.rig, group), encode_layout(layout, rig=self.rig, group=group)
                 )
 
+    def _sent_record(self, record: dict[str, Any]) -> None:
+        """A lap record the server acknowledged: a new best of this rig is put as a lap file."""
+        if self._best is not None and self._best.consider(record) and self._best_wake is not None:
+            self._best_wake.set()
+
+    async def _best_laps(self) -> None:
+        """Put this rig's new best laps (woken by a new best; a lap whose last frames are not on
+        disk yet is tried again every second)."""
+        best, wake = self._best, self._best_wake
+        assert best is not None and wake is not None
+        retry_s = 1.0
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), 1.0 if best.pending() else None)
+            wake.clear()
+            if not best.pending() or not self._online:
+                continue
+            try:
+                await best.put_pending(self._js)
+                best.last_error = None
+                retry_s = 1.0
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                best.last_error = describe_error(exc)
+                await asyncio.sleep(retry_s)
+                retry_s = min(30.0, retry_s * 2)
+
     async def _on_event(self, item: RecordingEvent) -> None:
         if isinstance(item, LapCompleted) and self._laps_wake is not None:
             self._laps_wake.set()  # its record is (about to be) in laps.jsonl
@@ -599,6 +677,8 @@ class FleetPublisher:
                 self.team.track = track  # what the records of this rig say from now on
             if self._team_wake is not None:
                 self._team_wake.set()
+        if isinstance(item, LapCompleted) and self._follower is not None:
+            self._follower.saw_lap(item.group, dict(item.info))
         if isinstance(item, FileOpened):
             self._open_files.add(item.path)
         elif isinstance(item, FileClosed):

@@ -30,8 +30,10 @@ from wrtfd.errors import TrackError
 __all__ = [
     "DEFAULT_MAX_POINTS",
     "DEFAULT_STEP_M",
+    "FLEET_PREFIX",
     "PredictiveDelta",
     "Reference",
+    "parse_fleet_reference",
     "parse_reference",
 ]
 
@@ -208,6 +210,27 @@ def _complete_laps(session: int, laps: np.ndarray, times_s: np.ndarray) -> list[
     return out
 
 
+#: ``reference = "fleet:best"`` or ``"fleet:driver=NAME"``: the team's best lap, fetched by the
+#: fleet (wrtfd.fleet.lapref), not a file.
+FLEET_PREFIX = "fleet:"
+
+
+def parse_fleet_reference(spec: str) -> str | bool | None:
+    """``"fleet:best"`` as True, ``"fleet:driver=NAME"`` as ``NAME``, anything else (a file) as None.
+
+    :raises ValueError: ``fleet:`` followed by something else, or an empty driver name.
+    """
+    text = spec.strip()
+    if not text.startswith(FLEET_PREFIX):
+        return None
+    rest = text[len(FLEET_PREFIX) :]
+    if rest == "best":
+        return True
+    if rest.startswith("driver=") and rest[len("driver=") :].strip():
+        return rest[len("driver=") :].strip()
+    raise ValueError(f"reference {spec!r}: expected fleet:best or fleet:driver=NAME")
+
+
 _SPEC = re.compile(r"^(?P<path>.+?)(?::(?:(?P<session>\d+)\.)?(?P<lap>\d+))?$")
 
 
@@ -308,12 +331,15 @@ class PredictiveDelta:
             raise ValueError(f"step_m must be positive, not {step_m}")
         self.length_m = length_m
         self.fixed = reference
+        #: A reference handed over by another thread (the fleet's), taken at the next lap start.
+        self.offered: Reference | None = None
         self.step_m = step_m
         self.max_points = max_points
         self.reset()
 
     def reset(self) -> None:
         """A new session: the session's laps are forgotten (a file's reference stays)."""
+        self._take_offered()
         self.reference: Reference | None = self.fixed
         self.delta_s = _NAN
         self.predicted_s = _NAN
@@ -324,10 +350,24 @@ class PredictiveDelta:
         self._trace: _Trace | None = None
         self._broken = False
 
+    def offer(self, reference: Reference) -> None:
+        """A new fixed reference from another thread: used from the next lap on (or the next
+        session); the laps of the session no longer replace it."""
+        self.offered = reference
+
+    def _take_offered(self) -> None:
+        ref = self.offered
+        if ref is not None:
+            self.offered = None
+            self.fixed = ref
+
     def update(self, lap_number: int, lap_distance_m: float, lap_time_s: float) -> float:
         """One tick of the lap in progress; the delta (NaN without a reference)."""
         length = self.length_m
         if lap_number != self._lap:
+            if self.offered is not None:  # a lap is driven against one reference, start to end
+                self._take_offered()
+                self.reference = self.fixed
             self._lap = lap_number
             self._broken = False
             timed = lap_number > 0 and 0.0 <= lap_time_s <= MAX_START_GAP_S
