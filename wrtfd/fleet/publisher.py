@@ -191,15 +191,15 @@ class FleetPublisher:
             else None
         )
         self._team_wake: asyncio.Event | None = None
+        #: Sources whose delta follows the team's best lap (``reference = "fleet:..."``).
+        self._follower: ReferenceFollower | None = None
+        self._follow_wake: asyncio.Event | None = None
 
     def team_hint(self, *, track: str | None, driver: str | None) -> None:
         """Before :meth:`start`: the track the rig times laps on (until a lap says) and its driver."""
         if self.team is not None:
             self.team.track = track
             self.team.me = driver or f"({self.rig})"
-        #: Sources whose delta follows the team's best lap (``reference = "fleet:..."``).
-        self._follower: ReferenceFollower | None = None
-        self._follow_wake: asyncio.Event | None = None
 
     # === the observer side (any thread; returns at once) ======================================
 
