@@ -132,7 +132,7 @@ class FleetConfig(BaseModel):
     #: The pit-wall page's team panel: the best laps at the current track, this many drivers
     #: (0: no panel, the bucket is not read).
     team_rows: Annotated[int, Field(ge=0, le=100)] = 10
-    #: How often the panel reads the laps bucket's new records.
+    #: After a failure to read the laps bucket, the panel tries again this much later.
     team_refresh_s: Annotated[float, Field(ge=0.5, le=3600)] = 5.0
     #: Put this rig's best lap per track, car and driver (a small WRTF lap file) in an object
     #: store bucket when it improves: the team's reference laps (``reference = "fleet:best"``).

@@ -88,8 +88,8 @@ LAYOUT_REPEAT_S = 30.0
 DOWN_PROBLEM_S = 10.0
 UPLOAD_RETRY_MAX_S = 60.0
 CLOSE_FLUSH_S = 1.0
-#: After a lap of this rig, the team panel reads the bucket this much later (its record sent).
-TEAM_AFTER_LAP_S = 1.0
+#: The team panel ranks once the laps bucket's records stop coming for this long.
+TEAM_BATCH_S = 0.2
 
 
 class FleetPublisher:
@@ -190,7 +190,6 @@ class FleetPublisher:
             if settings.laps and settings.team_rows > 0
             else None
         )
-        self._team_wake: asyncio.Event | None = None
         #: Sources whose delta follows the team's best lap (``reference = "fleet:..."``).
         self._follower: ReferenceFollower | None = None
         self._follow_wake: asyncio.Event | None = None
@@ -389,7 +388,6 @@ class FleetPublisher:
                 asyncio.create_task(self._laps.run(lambda: self._js, lambda: self._online, self._laps_wake))
             )
         if self.team is not None:
-            self._team_wake = asyncio.Event()
             tasks.append(asyncio.create_task(self._team_loop()))
         if self._best is not None:
             self._best_wake = asyncio.Event()
@@ -437,27 +435,51 @@ class FleetPublisher:
                 await asyncio.wait_for(self._nc.flush(), CLOSE_FLUSH_S)
 
     async def _team_loop(self) -> None:
-        """Read the laps bucket's new records and rank them every ``team_refresh_s`` (sooner
-        after a lap of this rig, once it had time to be sent); a failure is shown, not fatal."""
-        team, wake = self.team, self._team_wake
-        assert team is not None and wake is not None
+        """Follow the laps bucket for the page's team panel while the link is up; after a failure
+        (shown, not fatal) again ``team_refresh_s`` later."""
+        team = self.team
+        assert team is not None
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), self.settings.team_refresh_s)
-            if wake.is_set():
-                wake.clear()
-                await asyncio.sleep(TEAM_AFTER_LAP_S)  # the lap's own record sent first
-            if self._online and self._js is not None:
+            if self._online and self._js is not None and self._nc is not None:
                 try:
-                    while await team.read(self._js) >= TEAM_MAX_FETCH:
-                        pass  # a big bucket read at first: all of it now, a batch at a time
-                    team.last_error = None
+                    await self._team_follow(team, self._js, self._nc)
+                    continue  # a reconnect: read what was stored meanwhile
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
                     team.last_error = describe_error(exc)
-            # the ranking in a worker: a big team's laps must not hold up the live frames
+            await asyncio.sleep(self.settings.team_refresh_s)
+
+    async def _team_follow(self, team: TeamBoard, js: Any, nc: Any) -> None:
+        """A plain subscription to the bucket's subjects (each record as the server stores it: no
+        polling, no consumer while idle), then what was stored since the last read caught up;
+        ranked in a worker (a big team's laps must not hold up the live frames) when something
+        changed. Returns after a reconnect."""
+        import nats.errors
+
+        reconnects = nc.stats.get("reconnects", 0)
+        sub = await nc.subscribe(f"$KV.{team.bucket}.>", pending_msgs_limit=4096)
+        try:
+            while await team.read(js) >= TEAM_MAX_FETCH:
+                pass  # a big bucket read at first: all of it now, a batch at a time
+            team.last_error = None
             await asyncio.to_thread(team.rank)
+            while nc.stats.get("reconnects", 0) == reconnects:
+                try:
+                    msg = await sub.next_msg(timeout=self.settings.team_refresh_s)
+                except nats.errors.TimeoutError:
+                    continue
+                while True:  # the records that came with it, then one ranking
+                    deleted = (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE")
+                    team.add(msg.subject, msg.data or b"", deleted)
+                    try:
+                        msg = await sub.next_msg(timeout=TEAM_BATCH_S)
+                    except nats.errors.TimeoutError:
+                        break
+                await asyncio.to_thread(team.rank)
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
 
     async def _last_uploads(self) -> None:
         """Let the upload task work through the queue (oldest first) while the link is up, until
@@ -675,8 +697,6 @@ class FleetPublisher:
             track = dict(item.info).get("track")
             if track:
                 self.team.track = track  # what the records of this rig say from now on
-            if self._team_wake is not None:
-                self._team_wake.set()
         if isinstance(item, LapCompleted) and self._follower is not None:
             self._follower.saw_lap(item.group, dict(item.info))
         if isinstance(item, FileOpened):
