@@ -1,4 +1,4 @@
-"""``wrtfd dataset DIR -o OUT`` (a real subprocess), read back with DuckDB.
+"""``wrtfd dataset DIR -o OUT`` (the CLI's ``main``, in process), read back with DuckDB.
 
 The recordings are the real recorder's, of the simulator driving the oval (as ``wrtfd simulate
 --record`` makes them, with a driver in the metadata), in a collected folder's layout
@@ -11,6 +11,8 @@ lap channels. docs/dataset.md's two queries are run from the doc's text.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import struct
@@ -24,6 +26,7 @@ import numpy as np
 import pytest
 
 from tests.format.samples import write_car_file
+from wrtfd.cli.main import main
 from wrtfd.format import Reader
 
 duckdb = pytest.importorskip("duckdb")
@@ -38,9 +41,12 @@ DRIVES = [("rig-a", "Ada", 1, 3), ("rig-b", "Bob", 2, 3), ("rig-b", "Ada", 3, 2)
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "wrtfd", *args], capture_output=True, text=True, timeout=120, cwd=REPO
-    )
+    """``wrtfd ARGS`` in this process: its exit code, stdout and stderr (a fresh interpreter per
+    command cost most of this module's CPU; the one test about the process starts one)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess(["wrtfd", *args], code, out.getvalue(), err.getvalue())
 
 
 def _record(out: Path, driver: str | None, seed: int, laps: int) -> tuple[Path, list[dict[str, Any]]]:
