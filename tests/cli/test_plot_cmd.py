@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -10,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from wrtfd.cli.main import main
 from wrtfd.simulate import Simulation, TrackInfo, make_encoder
 from wrtfd.simulate.record import record_simulation
 from wrtfd.tracks import LanePath, load_track, timing_sectors
@@ -19,7 +22,17 @@ REPO = Path(__file__).resolve().parents[2]
 KART = REPO / "config" / "tracks" / "kart.trk"
 
 
-def wrtfd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def wrtfd(*args: str) -> subprocess.CompletedProcess[str]:
+    """``wrtfd ARGS`` through the CLI's ``main`` in this process: exit code, stdout, stderr
+    (matplotlib imported once, not by a fresh interpreter per plot)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess(["wrtfd", *args], code, out.getvalue(), err.getvalue())
+
+
+def wrtfd_process(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``python -m wrtfd ARGS`` in its own interpreter (its own ``PYTHONPATH``)."""
     return subprocess.run(
         [sys.executable, "-m", "wrtfd", *args], capture_output=True, text=True, cwd=REPO, timeout=180, env=env
     )
@@ -91,7 +104,7 @@ def test_missing_matplotlib_is_one_clear_line(recording: Path, tmp_path: Path) -
     (fake / "matplotlib").mkdir(parents=True)
     (fake / "matplotlib" / "__init__.py").write_text("raise ImportError('no matplotlib here')\n")
     env = dict(os.environ, PYTHONPATH=f"{fake}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    r = wrtfd("plot", str(recording), "-o", str(tmp_path / "x.png"), env=env)
+    r = wrtfd_process("plot", str(recording), "-o", str(tmp_path / "x.png"), env=env)
     assert r.returncode == 2
     assert r.stderr == "wrtfd: error: plotting needs matplotlib: install wrtfd[plot]\n"
     assert not (tmp_path / "x.png").exists()
