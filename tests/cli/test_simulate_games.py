@@ -1,24 +1,34 @@
-"""``wrtfd simulate`` for GT7 and Project CARS 1/2 as real subprocesses: recorded offline through
+"""``wrtfd simulate`` for GT7 and Project CARS 1/2 (the CLI's ``main``, in process): recorded offline through
 the real decoders with lap channels from the track (the laps match the simulator's), and the GT7
 console's argument errors."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from wrtfd.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def wrtfd(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "wrtfd", *args], capture_output=True, text=True, cwd=REPO, timeout=180
-    )
+    """``wrtfd ARGS`` through the CLI's ``main`` in this process, from the repository (the paths
+    are relative to it): exit code (argparse's too), stdout and stderr. Any other exception is not
+    caught: it fails the test, as a traceback on stderr would."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.chdir(REPO), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(["wrtfd", *args], code, out.getvalue(), err.getvalue())
 
 
 @pytest.mark.parametrize("protocol", ["gt7", "pcars2", "pcars"])
