@@ -134,7 +134,9 @@ class Drive:
         self.vy = np.gradient(self.y, dt_) if len(self.y) > 1 else np.zeros_like(self.y)
         # the same as plain floats, for :meth:`at` (a receiver asks for one time per fix)
         self._ticks: list[float] = self.t.tolist()
-        self._columns = tuple(c.tolist() for c in (self.x, self.z, self.y, self.speed, self.hx, self.hz, self.vy))
+        self._columns = tuple(
+            c.tolist() for c in (self.x, self.z, self.y, self.speed, self.hx, self.hz, self.vy)
+        )
 
     def at(self, t_s: float) -> tuple[float, float, float, float, float, float, float]:
         """``(x_east, z_north, altitude, speed, vel_east, vel_north, vel_up)`` at ``t_s``."""
