@@ -11,8 +11,6 @@ lap channels. docs/dataset.md's two queries are run from the doc's text.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import struct
@@ -25,8 +23,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.cli.inprocess import wrtfd_main
 from tests.format.samples import write_car_file
-from wrtfd.cli.main import main
 from wrtfd.format import Reader
 
 duckdb = pytest.importorskip("duckdb")
@@ -41,12 +39,7 @@ DRIVES = [("rig-a", "Ada", 1, 3), ("rig-b", "Bob", 2, 3), ("rig-b", "Ada", 3, 2)
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    """``wrtfd ARGS`` in this process: its exit code, stdout and stderr (a fresh interpreter per
-    command cost most of this module's CPU; the one test about the process starts one)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return subprocess.CompletedProcess(["wrtfd", *args], code, out.getvalue(), err.getvalue())
+    return wrtfd_main(*args)
 
 
 def _record(out: Path, driver: str | None, seed: int, laps: int) -> tuple[Path, list[dict[str, Any]]]:

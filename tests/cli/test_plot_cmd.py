@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import subprocess
 import sys
@@ -12,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wrtfd.cli.main import main
+from tests.cli.inprocess import wrtfd_main
 from wrtfd.simulate import Simulation, TrackInfo, make_encoder
 from wrtfd.simulate.record import record_simulation
 from wrtfd.tracks import LanePath, load_track, timing_sectors
@@ -23,12 +21,7 @@ KART = REPO / "config" / "tracks" / "kart.trk"
 
 
 def wrtfd(*args: str) -> subprocess.CompletedProcess[str]:
-    """``wrtfd ARGS`` through the CLI's ``main`` in this process: exit code, stdout, stderr
-    (matplotlib imported once, not by a fresh interpreter per plot)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return subprocess.CompletedProcess(["wrtfd", *args], code, out.getvalue(), err.getvalue())
+    return wrtfd_main(*args)  # in process: matplotlib imported once, not per plot
 
 
 def wrtfd_process(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

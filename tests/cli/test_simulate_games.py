@@ -4,8 +4,6 @@ console's argument errors."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import socket
 import subprocess
@@ -13,22 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from wrtfd.cli.main import main
+from tests.cli.inprocess import wrtfd_main
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def wrtfd(*args: str) -> subprocess.CompletedProcess[str]:
-    """``wrtfd ARGS`` through the CLI's ``main`` in this process, from the repository (the paths
-    are relative to it): exit code (argparse's too), stdout and stderr. Any other exception is not
-    caught: it fails the test, as a traceback on stderr would."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.chdir(REPO), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(args))
-        except SystemExit as exc:  # argparse's usage errors
-            code = exc.code if isinstance(exc.code, int) else 1
-    return subprocess.CompletedProcess(["wrtfd", *args], code, out.getvalue(), err.getvalue())
+    return wrtfd_main(*args, cwd=REPO)  # the track paths are the repository's
 
 
 @pytest.mark.parametrize("protocol", ["gt7", "pcars2", "pcars"])
