@@ -1,4 +1,4 @@
-"""``wrtfd dataset DIR -o OUT`` (a real subprocess), read back with DuckDB.
+"""``wrtfd dataset DIR -o OUT`` (the CLI's ``main``, in process), read back with DuckDB.
 
 The recordings are the real recorder's, of the simulator driving the oval (as ``wrtfd simulate
 --record`` makes them, with a driver in the metadata), in a collected folder's layout
@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.cli.inprocess import wrtfd_main
 from tests.format.samples import write_car_file
 from wrtfd.format import Reader
 
@@ -38,9 +39,7 @@ DRIVES = [("rig-a", "Ada", 1, 3), ("rig-b", "Bob", 2, 3), ("rig-b", "Ada", 3, 2)
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "wrtfd", *args], capture_output=True, text=True, timeout=120, cwd=REPO
-    )
+    return wrtfd_main(*args)
 
 
 def _record(out: Path, driver: str | None, seed: int, laps: int) -> tuple[Path, list[dict[str, Any]]]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli.inprocess import wrtfd_main
 from wrtfd.simulate import Simulation, TrackInfo, make_encoder
 from wrtfd.simulate.record import record_simulation
 from wrtfd.tracks import LanePath, load_track, timing_sectors
@@ -20,9 +20,7 @@ TICK_S = 1 / 60
 
 
 def wrtfd(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "wrtfd", *args], capture_output=True, text=True, cwd=REPO, timeout=120
-    )
+    return wrtfd_main(*args, cwd=REPO)
 
 
 @pytest.fixture(scope="module")

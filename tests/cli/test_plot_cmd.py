@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.cli.inprocess import wrtfd_main
 from wrtfd.simulate import Simulation, TrackInfo, make_encoder
 from wrtfd.simulate.record import record_simulation
 from wrtfd.tracks import LanePath, load_track, timing_sectors
@@ -19,7 +20,12 @@ REPO = Path(__file__).resolve().parents[2]
 KART = REPO / "config" / "tracks" / "kart.trk"
 
 
-def wrtfd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def wrtfd(*args: str) -> subprocess.CompletedProcess[str]:
+    return wrtfd_main(*args)  # in process: matplotlib imported once, not per plot
+
+
+def wrtfd_process(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``python -m wrtfd ARGS`` in its own interpreter (its own ``PYTHONPATH``)."""
     return subprocess.run(
         [sys.executable, "-m", "wrtfd", *args], capture_output=True, text=True, cwd=REPO, timeout=180, env=env
     )
@@ -91,7 +97,7 @@ def test_missing_matplotlib_is_one_clear_line(recording: Path, tmp_path: Path) -
     (fake / "matplotlib").mkdir(parents=True)
     (fake / "matplotlib" / "__init__.py").write_text("raise ImportError('no matplotlib here')\n")
     env = dict(os.environ, PYTHONPATH=f"{fake}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    r = wrtfd("plot", str(recording), "-o", str(tmp_path / "x.png"), env=env)
+    r = wrtfd_process("plot", str(recording), "-o", str(tmp_path / "x.png"), env=env)
     assert r.returncode == 2
     assert r.stderr == "wrtfd: error: plotting needs matplotlib: install wrtfd[plot]\n"
     assert not (tmp_path / "x.png").exists()

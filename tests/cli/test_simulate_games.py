@@ -1,4 +1,4 @@
-"""``wrtfd simulate`` for GT7 and Project CARS 1/2 as real subprocesses: recorded offline through
+"""``wrtfd simulate`` for GT7 and Project CARS 1/2 (the CLI's ``main``, in process): recorded offline through
 the real decoders with lap channels from the track (the laps match the simulator's), and the GT7
 console's argument errors."""
 
@@ -7,18 +7,17 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli.inprocess import wrtfd_main
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def wrtfd(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "wrtfd", *args], capture_output=True, text=True, cwd=REPO, timeout=180
-    )
+    return wrtfd_main(*args, cwd=REPO)  # the track paths are the repository's
 
 
 @pytest.mark.parametrize("protocol", ["gt7", "pcars2", "pcars"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,9 @@ def _assert_fits(dtype: np.dtype[Any], values: Mapping[str, object]) -> None:
         np.array(value, dtype=field.base)  # raises OverflowError for an out-of-range integer
 
 
+@cache
 def _corpus(shared_data: Path) -> dict[str, list[bytes]]:
+    """Every protocol's good datagrams (read and simulated once: each protocol's case takes its own)."""
     forza = (shared_data / "udp" / "forza_fm2023" / "fm2023_dash_331B_x1793.bin").read_bytes()
     ac = (shared_data / "udp" / "assetto_corsa" / "AssettoCorsa_monza_A8LMS.raw").read_bytes()
     dirt = (shared_data / "udp" / "dirt_rally" / "DirtRallye.bin.raw").read_bytes()

@@ -55,6 +55,13 @@ def forza_road(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def forza_oval(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Forza FM2023 packets of a simulated car, 2 laps of the oval, lap channels on (a fifth of
+    forza_road's frames, for tests that check every message with a pure-Python oracle)."""
+    return simulated(tmp_path_factory.mktemp("forza_oval"), "forza", OVAL)
+
+
+@pytest.fixture(scope="session")
 def f1_oval(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """F1 2024 packets of a simulated car, 3 laps of the oval, lap channels on."""
     return simulated(tmp_path_factory.mktemp("f1_oval"), "f1", OVAL, laps=3, seed=5)

@@ -47,9 +47,9 @@ def read_all(
     return out, names, metadata
 
 
-def test_forza_topics_values_times_and_laps(forza_road: Path, tmp_path: Path) -> None:
+def test_forza_topics_values_times_and_laps(forza_oval: Path, tmp_path: Path) -> None:
     out = tmp_path / "run.mcap"
-    assert main(["export", str(forza_road), "-o", str(out), "--mcap-encoding", "json"]) == 0
+    assert main(["export", str(forza_oval), "-o", str(out), "--mcap-encoding", "json"]) == 0
     topics, names, metadata = read_all(out)
     assert names == {
         "/forza": "wrtfd.forza",
@@ -57,7 +57,7 @@ def test_forza_topics_values_times_and_laps(forza_road: Path, tmp_path: Path) ->
         "/stale": "wrtfd.stale",
         "/wrtfd/log": "foxglove.Log",
     }
-    with Reader(forza_road) as r:
+    with Reader(forza_oval) as r:
         for s in r.sessions:
             f = r.frames(s.index)
             t_ns = ticks_to_time_us(f["tick"], s.time_base_us, r.rate_hz) * 1000

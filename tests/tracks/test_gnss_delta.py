@@ -33,13 +33,19 @@ FIX_HZ = 25
 UTC0_NS = 1_780_000_000 * 10**9
 
 
-def _recorded(plug: GnssLapChannels, seed: int = 3) -> tuple[np.ndarray, Drive]:
-    """The frames the recorder would write: (tick, the gps struct, the laps struct)."""
+@cache
+def _drive(seed: int) -> Drive:
+    """The car's 5 laps of road.trk on the map (simulated once per seed: a drive is only read)."""
     track = load_track(ROAD)
     path = LanePath(track)
     plane = track_plane(track.extensions)
     assert plane is not None
-    drive = Drive(path, plane, laps=5, seed=seed, sectors_m=timing_sectors(track, path))
+    return Drive(path, plane, laps=5, seed=seed, sectors_m=timing_sectors(track, path))
+
+
+def _recorded(plug: GnssLapChannels, seed: int = 3) -> tuple[np.ndarray, Drive]:
+    """The frames the recorder would write: (tick, the gps struct, the laps struct)."""
+    drive = _drive(seed)
     errors = GnssErrors(seed=seed, noise_m=1.0, tau_s=1e-3)  # white: independent per fix
     schema = Schema.from_dict(compose_definition([("gps", ubx_definition())], [plug]))
     decoder = UbxDecoder()
@@ -112,24 +118,23 @@ def _session(rate_hz: int, seed: int, noise_m: float = 1.0) -> tuple[np.ndarray,
     """5 laps of NAV-PVT at ``rate_hz`` with ``noise_m`` of white noise per fix (independent: the error's
     time constant a thousandth of a second) and the receiver's few cm/s on the velocity, decoded
     into the frames of a recording of one ``gps`` source, with their session times."""
-    track = load_track(ROAD)
-    path = LanePath(track)
-    plane = track_plane(track.extensions)
-    assert plane is not None
-    drive = Drive(path, plane, laps=5, seed=seed, sectors_m=timing_sectors(track, path))
+    drive = _drive(seed)
     errors = GnssErrors(seed=seed, noise_m=noise_m, tau_s=1e-3)
     schema = Schema.from_dict(compose_definition([("gps", ubx_definition())]))
     decoder = UbxDecoder()
     fixes = list(epochs(drive, errors, rate_hz=rate_hz, utc_start_ns=UTC0_NS))
     frames = np.zeros(len(fixes), dtype=schema.frame_dtype)
     names = frames.dtype["gps"].names or ()
-    for i, fix in enumerate(fixes):
+    columns: dict[str, list[object]] = {name: [] for name in names}
+    for fix in fixes:
         decoded = decoder.decode(nav_pvt_frame(fix))
         assert decoded is not None
-        frames[i]["tick"] = i
-        for name, value in decoded.values.items():
-            if name in names:
-                frames[i]["gps"][name] = value
+        assert set(decoded.values) >= set(names)  # every field of the struct, on every fix
+        for name in names:
+            columns[name].append(decoded.values[name])
+    frames["tick"] = np.arange(len(fixes))
+    for name, column in columns.items():
+        frames["gps"][name] = column  # cast as a row's assignment casts
     times = np.array([(fix.utc_ns - UTC0_NS) / 1e9 for fix in fixes])
     return frames, times, drive
 

@@ -12,6 +12,7 @@ checks those agree), so lap distances are exact even for a file with rounded len
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import numpy as np
@@ -133,6 +134,9 @@ class LanePath:
         self.segments: tuple[PathSegment, ...] = tuple(segs)
         self.length_m: float = s
         self._starts = np.array([p.s0_m for p in segs])
+        # the same starts as plain floats: a simulator asks for one point per tick, several times,
+        # and bisect on a list costs a tenth of numpy's searchsorted on a scalar
+        self._starts_list: list[float] = [p.s0_m for p in segs]
         self._build_arrays()
 
     def _build_arrays(self) -> None:
@@ -150,7 +154,7 @@ class LanePath:
 
     def _locate(self, s_m: float) -> tuple[PathSegment, float]:
         s = s_m % self.length_m
-        i = max(0, int(np.searchsorted(self._starts, s, side="right")) - 1)
+        i = max(0, bisect_right(self._starts_list, s) - 1)
         seg = self.segments[i]
         return seg, min(1.0, max(0.0, (s - seg.s0_m) / seg.length_m))
 
@@ -171,7 +175,7 @@ class LanePath:
 
     def segment_index_at(self, s_m: float) -> int:
         s = s_m % self.length_m
-        return max(0, int(np.searchsorted(self._starts, s, side="right")) - 1)
+        return max(0, bisect_right(self._starts_list, s) - 1)
 
     # --- projection ---------------------------------------------------------------------------
 
