@@ -59,10 +59,12 @@ def test_recorded_channels_and_metadata(kart: tuple[Path, dict], capsys: pytest.
         times = (r.frame_times_us(0) - r.sessions[0].time_base_us) / 1e6
         recorded = recorded_session_laps(frames, times)
         lap_distance = np.asarray(frames["laps"]["lap_distance"])
-    # what the recorder's plug-in wrote equals the re-timing, to float32 lap times
+    # what the recorder's plug-in wrote (the live, forward-only filter) is the re-timing's laps;
+    # `wrtfd laps` smooths the fixes both ways (docs/circuits.md), which moves a lap of this real
+    # 14 Hz log by about 10 ms, as in tests/e2e/test_gnss_kart_live.py
     assert [lap.number for lap in recorded.laps] == [1, 2]
     for live, again in zip(recorded.laps, laps, strict=True):
-        assert abs(live.time_s - again["time_s"]) < 1e-3
+        assert abs(live.time_s - again["time_s"]) < 0.05
     # lap distance: about a kilometre of kart track, reset at the line
     assert 900.0 < lap_distance.max() < 1300.0
 
