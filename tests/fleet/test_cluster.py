@@ -161,7 +161,8 @@ def test_rig_moves_to_another_node_uploads_complete_collect_is_byte_identical(
         collected = {p.name: p.read_bytes() for p in (into / "rig-c").iterdir()}
         assert collected == local
 
-        names = ["OBJ_wrtfd", "WRTFD_STATE", "WRTFD_EVENTS", "KV_wrtfd-laps"]
+        # the files, the state and events, the lap records and the best laps' lap files
+        names = ["OBJ_wrtfd", "WRTFD_STATE", "WRTFD_EVENTS", "KV_wrtfd-laps", "OBJ_wrtfd-best-laps"]
         replicas, records, messages = _server_side([u for u in cluster.urls if u != first], names)
         assert replicas == dict.fromkeys(names, 3)
         lines = _local_laps(rec)
