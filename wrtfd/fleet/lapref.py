@@ -6,10 +6,11 @@ Two halves, both in the fleet thread (never in the sample path):
   (track, car, driver), the lap's frames are cut from the recording into a small WRTF lap file
   (:func:`cut_lap`) and put in an object store bucket under :func:`ref_object_name`.
 * :class:`ReferenceFollower`, on a rig with ``reference = "fleet:best"`` (or
-  ``"fleet:driver=NAME"``): every ``reference_poll_s`` it reads the lap records, picks the team's
-  best lap for its track and car (:func:`pick_record`), fetches that lap file into a local cache
-  (``<queue_dir>/refs/``) and offers it to the source's predictive delta, which takes it at its
-  next lap start. The cache survives a restart: the last reference is used again offline.
+  ``"fleet:driver=NAME"``): it follows the laps bucket (a plain subscription to its subjects, the
+  records stored so far read once), picks the team's best lap for its track and car
+  (:func:`pick_record`), fetches that lap file (a pick not put yet: again every
+  ``reference_poll_s``) into a local cache (``<queue_dir>/refs/``) and offers it to the source's
+  predictive delta, which takes it at its next lap start. The cache survives a restart: the last reference is used again offline.
 """
 
 from __future__ import annotations

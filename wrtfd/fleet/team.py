@@ -1,8 +1,10 @@
 """The pit-wall page's team panel: the team's best laps at the current track, from the laps bucket.
 
-A task of the fleet thread (never the recording's path) reads the bucket's stream from where it
-stopped (the first time from the start), keeps a compact copy of each lap record (at most
-:data:`MAX_TEAM_RECORDS`; the oldest go first), and after each read ranks the laps at the track
+A task of the fleet thread (never the recording's path) follows the bucket: a plain subscription
+delivers each record as it is stored (:meth:`TeamBoard.add`), and the bucket's stream is read from
+where it stopped (the first time from the start) at the task's start and after each reconnect
+(:meth:`TeamBoard.read`). It keeps a compact copy of each lap record (at most
+:data:`MAX_TEAM_RECORDS`; the oldest go first), and when they changed ranks the laps at the track
 the rig is on with the leaderboard of ``wrtfd laps --fleet`` (:mod:`wrtfd.fleet.leaderboard`):
 the top ``team_rows`` drivers and where this rig's driver stands. The page reads the result in
 ``/status`` under ``fleet.team`` (docs/web.md).
