@@ -10,7 +10,8 @@ Two halves, both in the fleet thread (never in the sample path):
   records stored so far read once), picks the team's best lap for its track and car
   (:func:`pick_record`), fetches that lap file (a pick not put yet: again every
   ``reference_poll_s``) into a local cache (``<queue_dir>/refs/``) and offers it to the source's
-  predictive delta, which takes it at its next lap start. The cache survives a restart: the last reference is used again offline.
+  predictive delta, which takes it at its next lap start. The cache survives a restart: the
+  last reference is used again offline.
 """
 
 from __future__ import annotations
