@@ -32,7 +32,7 @@ SPEED_SCALE = 10.0
 def drive(tmp_path: Path, seed: int, laps: int, extra: str = "") -> tuple[dict[str, Any], np.ndarray]:
     """Record ``laps`` simulated laps through a real daemon; the simulator's summary and the frames'
     lap channels (every session, in order)."""
-    summary, out = record_simulation(
+    summary, out, _ = record_simulation(
         tmp_path,
         "forza",
         *("--track", str(ROAD), "--laps", str(laps), "--seed", str(seed), "--speed-scale", str(SPEED_SCALE)),

@@ -290,12 +290,12 @@ def record_simulation(
     recorder: str = "",
     more: str = "",
     rate_hz: int = 60,
-) -> tuple[dict[str, Any], Path]:
+) -> tuple[dict[str, Any], Path, str]:
     """A real daemon records ``wrtfd simulate --protocol PROTOCOL SIMULATE_ARGS --json`` over
     loopback UDP until it has read every datagram, then stops on SIGTERM.
 
     ``source`` and ``recorder`` are options added to those tables, ``more`` tables after the rest.
-    Returns the simulator's summary and the recording directory.
+    Returns the simulator's summary, the recording directory and the daemon's log (stderr).
     """
     port, status_port = free_port(socket.SOCK_DGRAM), free_port()
     out = tmp_path / "rec"
@@ -322,7 +322,7 @@ def record_simulation(
         assert d.wait_exit() == 0, d.stderr
     finally:
         d.stop()
-    return summary, out
+    return summary, out, d.stderr
 
 
 def recordings(directory: Path) -> list[Path]:

@@ -32,7 +32,7 @@ TICK_S = 1 / RATE_HZ
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     tmp_path = tmp_path_factory.mktemp("daemon_laps")
-    summary, out = record_simulation(
+    summary, out, _ = record_simulation(
         tmp_path,
         "forza",
         "--track",

@@ -26,7 +26,7 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 
 def test_every_lap_of_the_file_is_one_record(tmp_path: Path) -> None:
-    _, out = record_simulation(
+    _, out, _ = record_simulation(
         tmp_path,
         "forza",
         *("--track", str(OVAL), "--laps", "3", "--speed-scale", "4", "--seed", "3"),

@@ -15,7 +15,14 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_daemon_harness import Daemon, free_port, recordings, run_cli, udp_source, wait_for
+from tests.e2e.test_daemon_harness import (
+    Daemon,
+    free_port,
+    record_simulation,
+    recordings,
+    run_cli,
+    wait_for,
+)
 from wrtfd.format import Reader
 
 pytestmark = pytest.mark.slow
@@ -33,37 +40,21 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 
 def test_a_lap_the_game_marks_invalid_is_recorded_invalid(tmp_path: Path) -> None:
-    port, status_port = free_port(socket.SOCK_DGRAM), free_port()
-    out = tmp_path / "rec"
-    config = (
-        udp_source("f1", "f1", port, f'track = "{OVAL}"\nrcvbuf_bytes = 4194304\n')
-        + f'[recorder]\noutput_dir = "{out}"\nrate_hz = {RATE_HZ}\nclock = "source"\n'
-        + f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
+    _, out, log = record_simulation(
+        tmp_path,
+        "f1",
+        *("--track", str(OVAL), "--laps", "3", "--speed-scale", "4", "--seed", "5", "--invalid-lap", "2"),
+        source=f'track = "{OVAL}"\n',
+        recorder='clock = "source"\n',
+        rate_hz=RATE_HZ,
     )
-    d = Daemon(tmp_path, config, status_port=status_port).start()
-    try:
-        d.wait_ready()
-        sim = run_cli(
-            *("simulate", "--protocol", "f1", "--track", str(OVAL), "--to", f"127.0.0.1:{port}"),
-            *("--laps", "3", "--speed-scale", "4", "--seed", "5", "--invalid-lap", "2", "--json"),
-        )
-        assert sim.returncode == 0, sim.stderr
-        summary = json.loads(sim.stdout)
-        wait_for(
-            lambda: d.status()["sources"]["f1"]["received"] == summary["datagrams"],
-            "every datagram read by the daemon",
-        )
-        d.signal(signal.SIGTERM)
-        assert d.wait_exit() == 0, d.stderr
-    finally:
-        d.stop()
     (path,) = recordings(out)
     records = _lines(out / "laps.jsonl")
     assert [r["lap"] for r in records][:3] == [1, 2, 3]
     # the simulator's truth: lap 2 invalid, every other lap valid (the game said so of each)
     assert [r["valid"] for r in records] == [r["lap"] != 2 for r in records]
     # the journal says so too, of lap 2 only
-    said = [line for line in d.stderr.splitlines() if "invalid (the game says)" in line]
+    said = [line for line in log.splitlines() if "invalid (the game says)" in line]
     assert len(said) == 1 and "lap 2 completed" in said[0], said
     _check_against_file(path, records, "f1")
 

@@ -174,7 +174,7 @@ def test_daemon_recording_redetected_after_the_fact(tmp_path: Path) -> None:
     """``wrtfd run`` (a real daemon subprocess, no track configured, following the game's clock)
     records an F1 feed sent ten times faster than real time; laps are found afterwards with
     ``wrtfd laps --track``, as when the live detection was off, with the simulator's times."""
-    summary, out = record_simulation(
+    summary, out, _ = record_simulation(
         tmp_path,
         "f1",
         *("--track", str(KART), "--laps", "2", "--seed", "3", "--speed-scale", str(SPEED_SCALE)),
