@@ -102,6 +102,16 @@ def uploads_settled(d: Daemon) -> dict[str, Any] | None:
     return up if settled and f.get("state") == "connected" else None
 
 
+def start_connected(daemons: Iterable[Daemon]) -> None:
+    """Start every rig at once, then wait until each is ready and connected to the server."""
+    rigs = list(daemons)
+    for d in rigs:
+        d.start()
+    for d in rigs:
+        d.wait_ready()
+        wait_for(functools.partial(connected, d), "connected")
+
+
 def upload_leftovers(daemons: Iterable[Daemon], timeout_s: float = 60.0) -> None:
     """Start each stopped rig again until it has uploaded what its stop (or crash) left queued,
     then stop it."""

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_daemon_harness import Daemon, run_cli, wait_for
-from tests.e2e.test_fleet import OVAL, connected, fleet, fleet_daemon, upload_leftovers
+from tests.e2e.test_fleet import OVAL, connected, fleet, fleet_daemon, start_connected, upload_leftovers
 from tests.fleet.nats_server import TOKEN, NatsServer
 
 duckdb = pytest.importorskip("duckdb")
@@ -75,11 +75,7 @@ def test_dataset_best_lap_per_driver_equals_the_fleet_leaderboard(tmp_path: Path
     }
     sims = []
     try:
-        for d in daemons.values():
-            d.start()
-        for d in daemons.values():
-            d.wait_ready()
-            wait_for(functools.partial(connected, d), "connected")
+        start_connected(daemons.values())
         sims = [  # two drives of their own (seeds): different lap times
             _simulate(d.ports[0], laps=laps, seed=seed)  # type: ignore[attr-defined]
             for d, laps, seed in zip(daemons.values(), (3, 4), (5, 6), strict=True)

@@ -18,7 +18,16 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_daemon_harness import Daemon, run_cli, wait_for
-from tests.e2e.test_fleet import OVAL, connected, fleet, fleet_daemon, restarted, simulate, upload_leftovers
+from tests.e2e.test_fleet import (
+    OVAL,
+    connected,
+    fleet,
+    fleet_daemon,
+    restarted,
+    simulate,
+    start_connected,
+    upload_leftovers,
+)
 from tests.fleet.nats_server import TOKEN, NatsServer
 
 pytestmark = pytest.mark.slow
@@ -84,11 +93,7 @@ def test_lap_records_arrive_once_across_an_outage_and_a_kill(tmp_path: Path) -> 
     }
     sims = []
     try:
-        for d in daemons.values():
-            d.start()
-        for d in daemons.values():
-            d.wait_ready()
-            wait_for(functools.partial(connected, d), "connected")
+        start_connected(daemons.values())
         sims = [simulate(d.ports[0], laps=6, speed_scale=4) for d in daemons.values()]  # type: ignore[attr-defined]
         for d in daemons.values():
             wait_for(functools.partial(_sent, d), "a lap record sent live", WAIT_S)

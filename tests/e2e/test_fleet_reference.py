@@ -11,7 +11,6 @@ The oracle is the simulators' own lap times (``--json``).
 
 from __future__ import annotations
 
-import functools
 import json
 import signal
 import subprocess
@@ -23,7 +22,7 @@ import numpy as np
 import pytest
 
 from tests.e2e.test_daemon_harness import Daemon, recordings, wait_for
-from tests.e2e.test_fleet import OVAL, connected, fleet, fleet_daemon, restarted
+from tests.e2e.test_fleet import OVAL, connected, fleet, fleet_daemon, restarted, start_connected
 from tests.fleet.nats_server import NatsServer
 from wrtfd.format import Reader
 
@@ -90,11 +89,7 @@ def test_rig_b_drives_against_rig_as_best_lap_and_follows_when_it_improves(tmp_p
         source_extra='reference = "fleet:best"\nrcvbuf_bytes = 4194304\n',
     )
     try:
-        for d in (a, b):
-            d.start()
-        for d in (a, b):
-            d.wait_ready()
-            wait_for(functools.partial(connected, d), "connected")
+        start_connected((a, b))
         assert reference_of(b)["state"] == "waiting"  # nothing fetched yet: the session's best
 
         first_a = drive(a, seed=2, lane=0)
