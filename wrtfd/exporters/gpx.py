@@ -20,9 +20,8 @@ import numpy as np
 
 from wrtfd import __version__
 from wrtfd.errors import ExportError
-from wrtfd.exporters.channels import Channel
 from wrtfd.exporters.summary import ExportSummary, FramesProgress
-from wrtfd.exporters.vbo import GNSS_FIELDS, gnss_source
+from wrtfd.exporters.vbo import gnss_fields, gnss_source
 from wrtfd.format.export import export_frames, select_sessions
 from wrtfd.format.reader import Reader, ticks_to_time_us
 
@@ -30,11 +29,6 @@ __all__ = ["GAP_S", "export_gpx"]
 
 #: A pause longer than this starts a new track segment.
 GAP_S = 1.0
-
-
-def _field(channels: Sequence[Channel], source: str | None, column: str) -> Channel | None:
-    names = GNSS_FIELDS[column][0]
-    return next((c for c in channels if c.source == source and c.local_name in names), None)
 
 
 def export_gpx(
@@ -52,10 +46,11 @@ def export_gpx(
     import gpxpy.gpx
 
     source, channels = gnss_source(reader, "a GPX track")
-    lat_c, lon_c = _field(channels, source, "lat"), _field(channels, source, "long")
+    fields = gnss_fields(channels, source)
+    lat_c, lon_c = fields.get("lat"), fields.get("long")
     if lat_c is None or lon_c is None:  # gnss_source found both: never
         raise ExportError(f"{reader.path}: no GNSS position for a GPX track")
-    ele_c = _field(channels, source, "height")
+    ele_c = fields.get("height")
     gpx = gpxpy.gpx.GPX()
     gpx.creator = f"wrtfd {__version__}"
     track = gpxpy.gpx.GPXTrack(name=reader.metadata.get("Track") or reader.path.stem)

@@ -34,7 +34,7 @@ from wrtfd.tracks.circuit import circuit_gates, recorded_circuit
 from wrtfd.vbo.reader import VboChannel, VboGate, read_gate
 from wrtfd.vbo.writer import STANDARD, write_vbo
 
-__all__ = ["GNSS_FIELDS", "export_vbo", "gnss_source"]
+__all__ = ["GNSS_FIELDS", "export_vbo", "gnss_fields", "gnss_source"]
 
 #: Standard VBO column -> (the GNSS source's field names it is read from, factor to VBO units).
 GNSS_FIELDS: dict[str, tuple[tuple[str, ...], float]] = {
@@ -83,6 +83,16 @@ def _gates(reader: Reader) -> list[VboGate]:
     return circuit_gates(circuit) if circuit is not None else []
 
 
+def gnss_fields(channels: Sequence[Channel], source: str | None) -> dict[str, Channel]:
+    """The channels of ``source`` that are GNSS columns (:data:`GNSS_FIELDS`), by column."""
+    found: dict[str, Channel] = {}
+    for column, (names, _) in GNSS_FIELDS.items():
+        c = next((c for c in channels if c.source == source and c.local_name in names), None)
+        if c is not None:
+            found[column] = c
+    return found
+
+
 def export_vbo(
     reader: Reader,
     output: Path,
@@ -96,14 +106,8 @@ def export_vbo(
     :raises FormatError: a session the file does not have.
     """
     gnss, channels = gnss_source(reader, "a VBO file (a GNSS log)")
-    standard: dict[str, Channel] = {}
-    used: set[str] = set()
-    for column, (names, _) in GNSS_FIELDS.items():
-        for c in channels:
-            if c.source == gnss and c.local_name in names:
-                standard[column] = c
-                used.add(c.name)
-                break
+    standard = gnss_fields(channels, gnss)
+    used = {c.name for c in standard.values()}
     custom: list[tuple[VboChannel, Channel]] = []
     taken = set(STANDARD) | {"time"}
     for c in channels:
