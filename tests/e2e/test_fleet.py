@@ -94,6 +94,21 @@ def connected(d: Daemon) -> bool:
     return fleet(d).get("state") == "connected"
 
 
+def wait_laps_sent(d: Daemon, timeout_s: float) -> None:
+    """Until every line of the rig's laps.jsonl is acknowledged by the server, the link up; a
+    timeout says what the forwarder reported last (pending bytes, its last error)."""
+
+    def sent() -> bool:
+        laps = fleet(d).get("laps") or {}
+        return connected(d) and laps.get("pending_bytes") == 0 and laps.get("last_error") is None
+
+    try:
+        wait_for(sent, f"{d.tmp_path.name}: every lap record sent", timeout_s)
+    except AssertionError as exc:
+        f = fleet(d)
+        raise AssertionError(f"{exc}; fleet state {f.get('state')!r}, laps {f.get('laps')!r}") from None
+
+
 def uploads_settled(d: Daemon) -> dict[str, Any] | None:
     """The queue read from disk and empty, nothing in flight, the link up."""
     f = fleet(d)

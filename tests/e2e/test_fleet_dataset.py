@@ -22,7 +22,13 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_daemon_harness import Daemon, run_cli, wait_for
-from tests.e2e.test_fleet import OVAL, connected, fleet, fleet_daemon, start_connected, upload_leftovers
+from tests.e2e.test_fleet import (
+    OVAL,
+    fleet_daemon,
+    start_connected,
+    upload_leftovers,
+    wait_laps_sent,
+)
 from tests.fleet.nats_server import TOKEN, NatsServer
 
 duckdb = pytest.importorskip("duckdb")
@@ -42,11 +48,6 @@ def _records(d: Daemon) -> int:
 
 def _has_laps(d: Daemon) -> bool:
     return _records(d) >= 2
-
-
-def _all_sent(d: Daemon) -> bool:
-    laps = fleet(d).get("laps") or {}
-    return connected(d) and laps.get("pending_bytes") == 0 and laps.get("last_error") is None
 
 
 def _simulate(port: int, *, laps: int, seed: int) -> subprocess.Popen[str]:
@@ -84,7 +85,7 @@ def test_dataset_best_lap_per_driver_equals_the_fleet_leaderboard(tmp_path: Path
             assert sim.wait(timeout=180) == 0
         for d in daemons.values():
             wait_for(functools.partial(_has_laps, d), f"{d.tmp_path.name}: its laps recorded", WAIT_S)
-            wait_for(functools.partial(_all_sent, d), f"{d.tmp_path.name}: every lap record sent", WAIT_S)
+            wait_laps_sent(d, WAIT_S)
             d.signal(signal.SIGTERM)
             assert d.wait_exit() == 0, d.stderr
         upload_leftovers(

@@ -20,13 +20,13 @@ import pytest
 from tests.e2e.test_daemon_harness import Daemon, run_cli, wait_for
 from tests.e2e.test_fleet import (
     OVAL,
-    connected,
     fleet,
     fleet_daemon,
     restarted,
     simulate,
     start_connected,
     upload_leftovers,
+    wait_laps_sent,
 )
 from tests.fleet.nats_server import TOKEN, NatsServer
 
@@ -45,11 +45,6 @@ def _lines(d: Daemon) -> list[dict[str, Any]]:
 
 def _sent(d: Daemon) -> int:
     return int((fleet(d).get("laps") or {}).get("sent") or 0)
-
-
-def _all_sent(d: Daemon) -> bool:
-    laps = fleet(d).get("laps") or {}
-    return connected(d) and laps.get("pending_bytes") == 0 and laps.get("last_error") is None
 
 
 def _frames_written(d: Daemon) -> int:
@@ -115,7 +110,7 @@ def test_lap_records_arrive_once_across_an_outage_and_a_kill(tmp_path: Path) -> 
         daemons["rig-b"] = b = restarted(b).start()
         b.wait_ready()
         for d in daemons.values():
-            wait_for(functools.partial(_all_sent, d), f"{d.tmp_path.name}: every lap record sent", WAIT_S)
+            wait_laps_sent(d, WAIT_S)
         for d in daemons.values():
             d.signal(signal.SIGTERM)
             assert d.wait_exit() == 0, d.stderr

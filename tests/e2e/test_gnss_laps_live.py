@@ -86,10 +86,13 @@ def test_track_day_on_a_pty(tmp_path: Path) -> None:
             timeout_s=120.0,
         )
         recorder = d.status()["recorder"]
-        assert abs(recorder["derived"]["laps"]["best_lap_ms"] / 1000 - lap_times[0]) < 0.0015
+        # noise-free fixes: within 5 ms live too (on an idle machine within 1.5 ms; a daemon
+        # starved for a moment reads two epochs in one 50 ms tick, the frame keeps the later
+        # fix and the live timer interpolates across 0.2 s: 2.8 ms seen under load)
+        assert abs(recorder["derived"]["laps"]["best_lap_ms"] / 1000 - lap_times[0]) < 0.005
         page = recorder["laps_live"]["laps"]  # what the page shows
         assert page["circuit"] == "Hillside" and page["lap_count"] == 1
-        assert abs(page["last"]["time_s"] - lap_times[0]) < 0.0015 and len(page["last"]["sectors_s"]) == 3
+        assert abs(page["last"]["time_s"] - lap_times[0]) < 0.005 and len(page["last"]["sectors_s"]) == 3
         writer.join(timeout=30)
         d.signal(signal.SIGTERM)
         assert d.wait_exit() == 0, d.stderr
