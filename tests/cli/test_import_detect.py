@@ -121,6 +121,13 @@ def test_ctrl_c_leaves_no_file(tmp_path: Path) -> None:
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         assert time.monotonic() < deadline, "the import never started writing"
         time.sleep(0.02)
-    proc.send_signal(signal.SIGINT)
+    # Stopped first, so the interrupt lands in the import whatever the machine's load: the staging
+    # directory is still the only thing in the output (the import has not finished and renamed it).
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        assert proc.poll() is None and [p.name.startswith(".wrtfd-import-") for p in out.iterdir()] == [True]
+        proc.send_signal(signal.SIGINT)
+    finally:
+        proc.send_signal(signal.SIGCONT)
     assert proc.wait(timeout=60) == 130
     assert list(out.iterdir()) == []
