@@ -214,6 +214,7 @@ def test_raw_values_read_as_the_dict_path_s_values(
     monkeypatch.setattr(ForzaDecoder, "raw_values", False)
     old_f1, old_forza = F1Decoder(), ForzaDecoder()
     monkeypatch.undo()
+    pairs: list[tuple[ForzaDecoder | F1Decoder, ForzaDecoder | F1Decoder, bytes]]
     pairs = [(raw_forza, old_forza, d) for d in forza_capture(shared_data)[:300]]
     pairs += [(raw_f1, old_f1, d) for _t, d in f1_capture(shared_data, 2023)]
     seen_raw = 0

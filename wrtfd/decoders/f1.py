@@ -194,8 +194,9 @@ class _CarArray:
         self.pad: tuple[int, ...] = (0,) * (max_cars - kept)
         self.hook = hook
         # The raw path: fields read from the packet (None: this packet takes the dict path).
-        self.hook_keys = _HOOK_KEYS.get(hook, ((), ())) if hook is not None else ((), ())
-        reads, self.hook_keys = self.hook_keys[0], self.hook_keys[1]
+        reads, writes = _HOOK_KEYS.get(hook, ((), ())) if hook is not None else ((), ())
+        #: The channels the hook writes (handed over computed).
+        self.hook_keys: tuple[str, ...] = writes
         self.car_raw = raw_fields(
             self.car_struct.format, _spec_items(packet.car), reorder=_reorder(packet.car), skip=reads
         )
