@@ -158,7 +158,7 @@ class _CarArray:
     """
 
     __slots__ = ("all", "all_raw", "all_struct", "car", "car_raw", "car_struct", "header_size", "hook",
-                 "hook_keys", "k", "n", "pad", "raw", "size", "trailer", "trailer_at", "trailer_raw",
+                 "fixed", "hook_keys", "k", "n", "pad", "raw", "size", "trailer", "trailer_at", "trailer_raw",
                  "trailer_struct")  # fmt: skip
 
     def __init__(
@@ -219,6 +219,8 @@ class _CarArray:
         self.all_raw = None if all_raw is None else tuple(all_raw)
         #: (player car index or -1: none) -> RawLayout
         self.raw: dict[int, RawLayout | None] = {}
+        #: player car index -> the extra values of a packet without a hook (never changed)
+        self.fixed: dict[int, dict[str, Any]] = {}
 
     def fill(self, data: bytes, player: int, out: dict[str, Any]) -> None:
         if self.k:
@@ -260,13 +262,17 @@ class _CarArray:
     def extra(self, data: bytes, player: int) -> dict[str, Any]:
         """What the raw path hands over computed: the player's index, the car count and what
         the hook makes from the player's block."""
+        if self.hook is None or not 0 <= player < self.n:
+            fixed = self.fixed.get(player)
+            if fixed is None:  # the same two values for every packet of this car: made once
+                fixed = self.fixed[player] = {"player_car_index": player, "num_cars": self.n}
+            return fixed
         out: dict[str, Any] = {"player_car_index": player, "num_cars": self.n}
-        if self.hook is not None and 0 <= player < self.n:
-            car = self.car_struct
-            values = self.car.build(car.unpack_from(data, self.header_size + player * car.size))
-            self.hook(values)
-            for key in self.hook_keys:
-                out[key] = values[key]
+        car = self.car_struct
+        values = self.car.build(car.unpack_from(data, self.header_size + player * car.size))
+        self.hook(values)
+        for key in self.hook_keys:
+            out[key] = values[key]
         return out
 
 

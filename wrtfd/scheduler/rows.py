@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from wrtfd.decoders.base import RawLayout, RawValues
+from wrtfd.decoders.base import RawField, RawLayout, RawValues
 
 __all__ = ["SourceRow"]
 
@@ -154,6 +154,7 @@ def _compile_raw(
     f32: list[int] = []  # wire offsets of float32 words copied as bytes
     packed: list[tuple[int, str, str, int | None]] = []  # row offset, code, expression, array length
     reads: list[str] = []
+    strided: list[tuple[RawField, int, str]] = []
     checks: list[str] = []
     namespace: dict[str, Any] = {"FROM": int.from_bytes}
     for name in names:
@@ -188,6 +189,9 @@ def _compile_raw(
             if f.pad:
                 packed.append((roff + f.count * size, code, "*" + repr((0,) * f.pad), f.pad))
             continue
+        if f.array and f.order is None and f.count > 1 and stride > size:
+            strided.append((f, roff, code))  # per-car arrays: read together below
+            continue
         # Read with struct (the value the dict path would hold), pack with the row's code.
         n = len(reads)
         gap = f"{stride - size}x" if stride > size else ""
@@ -197,6 +201,35 @@ def _compile_raw(
             packed.append((roff, code, f"r{n}[0]", None))
         else:
             items = ", ".join(f"r{n}[{j}]" for j in order) if f.order else f"*r{n}"
+            if f.pad:
+                items += ", *" + repr((0,) * f.pad)
+            packed.append((roff, code, items, f.count + f.pad))
+    # Arrays of the same stride and count (one field per car block, F1's all_* channels): one
+    # unpack of every car's fields, each array a slice of it.
+    groups: dict[tuple[int, int], list[tuple[RawField, int, str]]] = {}
+    for item in strided:
+        groups.setdefault((item[0].stride, item[0].count), []).append(item)
+    for (stride, count), members in groups.items():
+        members.sort(key=lambda m: m[0].offset)
+        start = members[0][0].offset
+        block: list[str] = []
+        at = start
+        for f, _roff, _code in members:
+            if f.offset < at:
+                return None  # overlapping fields
+            if f.offset > at:
+                block.append(f"{f.offset - at}x")
+            block.append(f.code)
+            at = f.offset + struct.calcsize("<" + f.code)
+        if at - start > stride:
+            return None
+        n = len(reads)
+        one = "".join(block)
+        namespace[f"R{n}"] = struct.Struct("<" + f"{stride - (at - start)}x".join([one] * count)).unpack_from
+        reads.append(f"    r{n} = R{n}(data, {start})")
+        k = len(members)
+        for j, (f, roff, code) in enumerate(members):
+            items = f"*r{n}[{j}::{k}]" if k > 1 else f"*r{n}"
             if f.pad:
                 items += ", *" + repr((0,) * f.pad)
             packed.append((roff, code, items, f.count + f.pad))
