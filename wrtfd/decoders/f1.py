@@ -157,9 +157,27 @@ class _CarArray:
     are made for it), and the trailer. This is what makes 100k packets/s possible.
     """
 
-    __slots__ = ("all", "all_raw", "all_struct", "car", "car_raw", "car_struct", "header_size", "hook",
-                 "fixed", "hook_keys", "k", "n", "pad", "raw", "size", "trailer", "trailer_at", "trailer_raw",
-                 "trailer_struct")  # fmt: skip
+    __slots__ = (
+        "all",
+        "all_raw",
+        "all_struct",
+        "car",
+        "car_raw",
+        "car_struct",
+        "fixed",
+        "header_size",
+        "hook",
+        "hook_keys",
+        "k",
+        "n",
+        "pad",
+        "raw",
+        "size",
+        "trailer",
+        "trailer_at",
+        "trailer_raw",
+        "trailer_struct",
+    )  # fmt: skip
 
     def __init__(
         self,
