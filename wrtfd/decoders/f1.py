@@ -168,6 +168,8 @@ class _CarArray:
         "header_size",
         "hook",
         "hook_keys",
+        "hook_layout",
+        "hook_struct",
         "k",
         "n",
         "pad",
@@ -213,8 +215,19 @@ class _CarArray:
         self.hook = hook
         # The raw path: fields read from the packet (None: this packet takes the dict path).
         reads, writes = _HOOK_KEYS.get(hook, ((), ())) if hook is not None else ((), ())
-        #: The channels the hook writes (handed over computed).
+        #: The channels the hook writes (handed over computed), and what it reads: a struct of
+        #: only those fields of the car block (the others skipped as pad bytes).
         self.hook_keys: tuple[str, ...] = writes
+        only: Spec = tuple(
+            (name, code, count) if name in reads else (None, "x", struct.calcsize("<" + _code(code, count)))
+            for name, code, count in packet.car
+        )
+        self.hook_struct = struct.Struct("<" + _fmt(only))
+        self.hook_layout = _layout(only)
+        if hook is not None:  # only what the hook makes from this layout (a year may send a channel as is)
+            probe = self.hook_layout.build(self.hook_struct.unpack(bytes(self.hook_struct.size)))
+            hook(probe)
+            self.hook_keys = tuple(k for k in writes if k in probe)
         self.car_raw = raw_fields(
             self.car_struct.format, _spec_items(packet.car), reorder=_reorder(packet.car), skip=reads
         )
@@ -286,8 +299,9 @@ class _CarArray:
                 fixed = self.fixed[player] = {"player_car_index": player, "num_cars": self.n}
             return fixed
         out: dict[str, Any] = {"player_car_index": player, "num_cars": self.n}
-        car = self.car_struct
-        values = self.car.build(car.unpack_from(data, self.header_size + player * car.size))
+        values = self.hook_layout.build(
+            self.hook_struct.unpack_from(data, self.header_size + player * self.car_struct.size)
+        )
         self.hook(values)
         for key in self.hook_keys:
             out[key] = values[key]
