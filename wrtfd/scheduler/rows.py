@@ -155,6 +155,7 @@ def _compile_raw(
     packed: list[tuple[int, str, str, int | None]] = []  # row offset, code, expression, array length
     reads: list[str] = []
     strided: list[tuple[RawField, int, str]] = []
+    steps: list[str] = []
     checks: list[str] = []
     namespace: dict[str, Any] = {"FROM": int.from_bytes}
     for name in names:
@@ -188,6 +189,13 @@ def _compile_raw(
                     f32.append(f.offset + j * stride)
             if f.pad:
                 packed.append((roff + f.count * size, code, "*" + repr((0,) * f.pad), f.pad))
+            continue
+        if f.array and f.order is None and f.count > 1 and stride > size and size == 1 and code == f.code:
+            # One byte per car: an extended slice of the packet is the row's bytes.
+            end = f.offset + (f.count - 1) * stride + 1
+            steps.append(f"    row[{roff}:{roff + f.count}] = data[{f.offset}:{end}:{stride}]")
+            if f.pad:
+                packed.append((roff + f.count, code, "*" + repr((0,) * f.pad), f.pad))
             continue
         if f.array and f.order is None and f.count > 1 and stride > size:
             strided.append((f, roff, code))  # per-car arrays: read together below
@@ -296,6 +304,7 @@ def _compile_raw(
         else:
             namespace[f"C{i}"] = operator.itemgetter(*(slice(w, w + n) for _, w, n in stretch))
             lines.append(f"    row[{r0}:{end}] = b''.join(C{i}(data))")
+    lines.extend(steps)
     lines.extend(f"    row[{r}:{r + n}] = p[{a}:{a + n}]" for r, a, n in runs)
     lines.append("    return True")
     exec(compile("\n".join(lines) + "\n", "<SourceRow raw>", "exec"), namespace)
