@@ -232,3 +232,18 @@ def test_raw_values_read_as_the_dict_path_s_values(
             b.session_info,
         )
     assert seen_raw > 300
+
+
+def test_a_packet_in_a_reused_buffer_is_kept_as_it_was_decoded(shared_data: Path) -> None:
+    """A caller that reads datagrams into one buffer (recv_into) and decodes a view of it: the
+    sample must keep the bytes it was decoded from, not whatever the buffer holds later."""
+    forza = forza_capture(shared_data)[0]
+    f1 = next(d for _t, d in f1_capture(shared_data, 2023) if d[6] == 6)  # car telemetry
+    for decoder, packet in ((ForzaDecoder(), forza), (F1Decoder(), f1)):
+        buf = bytearray(packet)
+        decoded = decoder.decode(memoryview(buf))  # type: ignore[arg-type]
+        assert decoded is not None and isinstance(decoded.values, RawValues)
+        buf[:] = bytes(len(buf))  # the next datagram read into the same buffer
+        again = decoder.decode(packet)
+        assert again is not None
+        assert dict(decoded.values) == dict(again.values)

@@ -448,8 +448,8 @@ class F1Decoder:
                 extra = {"player_car_index": player}
             if raw is not None:
                 session_time = h[fmt.i_time]
-                return Decoded(
-                    values=RawValues(raw, data, extra),
+                return Decoded(  # bytes(): the sample keeps the packet, never a buffer reused later
+                    values=RawValues(raw, data if type(data) is bytes else bytes(data), extra),
                     source_time_ns=int(session_time * 1e9) if math.isfinite(session_time) else None,
                     session_key=h[fmt.i_uid],
                 )

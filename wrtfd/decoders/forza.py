@@ -193,6 +193,8 @@ class ForzaDecoder:
             )
         values: Mapping[str, Any]
         if self.raw_values and self._keep is None:
+            if type(data) is not bytes:  # the sample keeps the packet: never a buffer reused later
+                data = bytes(data)
             raw, car_at, track_at = _RAW[len(data)]
             race_int, ts = _HEAD.unpack_from(data)
             race_on = race_int != 0

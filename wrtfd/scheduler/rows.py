@@ -272,14 +272,14 @@ def _compile_raw(
         packed.sort()
         fmt: list[str] = []
         at = 0
-        for roff, code, _expr, count in packed:
-            size = struct.calcsize("<" + code) * (count or 1)
+        for roff, code, _expr, n_items in packed:
+            size = struct.calcsize("<" + code) * (n_items or 1)
             if runs and runs[-1][0] + runs[-1][2] == roff:
                 runs[-1] = (runs[-1][0], runs[-1][1], runs[-1][2] + size)
             else:
                 runs.append((roff, at, size))
             at += size
-            fmt.append(f"{count}{code}" if count is not None else code)
+            fmt.append(f"{n_items}{code}" if n_items is not None else code)
         namespace["PACK"] = struct.Struct("<" + "".join(fmt)).pack
         lines.append(f"    p = PACK({', '.join(expr for _, _, expr, _ in packed)})")
     copies.sort()
