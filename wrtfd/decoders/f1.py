@@ -59,6 +59,10 @@ _DIR_KEYS = (
 )
 
 
+#: A raw layout not made yet (None is a layout that takes the dict path).
+_UNSEEN: Any = object()
+
+
 def supported_formats() -> tuple[int, ...]:
     return tuple(sorted(FORMATS))
 
@@ -248,7 +252,8 @@ class _CarArray:
                          max_cars - kept, True)
             )  # fmt: skip
         self.all_raw = None if all_raw is None else tuple(all_raw)
-        #: (player car index or -1: none) -> RawLayout
+        #: player car index (its layout) or -1 (no player car) -> RawLayout; an index of no car
+        #: (a spectator's 255) is kept too, with the -1 layout (at most 256 + 1 entries)
         self.raw: dict[int, RawLayout | None] = {}
         #: player car index -> the extra values of a packet without a hook (never changed)
         self.fixed: dict[int, dict[str, Any]] = {}
@@ -273,6 +278,7 @@ class _CarArray:
         """The raw path's layout for this packet with ``player``'s car (compiled once each)."""
         key = player if 0 <= player < self.n else -1
         if key in self.raw:
+            self.raw[player] = self.raw[key]  # looked up by the player's index from now on
             return self.raw[key]
         layout = None
         if self.car_raw is not None and self.trailer_raw is not None and self.all_raw is not None:
@@ -287,7 +293,7 @@ class _CarArray:
                 fields += self.trailer_raw
             extra = ("player_car_index", "num_cars", *(self.hook_keys if key >= 0 else ()))
             layout = RawLayout(tuple(fields), extra, fmt.raw_build(self))
-        self.raw[key] = layout
+        self.raw[key] = self.raw[player] = layout
         return layout
 
     def extra(self, data: bytes, player: int) -> dict[str, Any]:
@@ -438,10 +444,15 @@ class F1Decoder:
         if self.raw_values and self._keep is None:
             raw: RawLayout | None = None
             if car is not None:
-                self._check(size, car.size, packet_format, pid)
-                raw = car.raw_layout(fmt, player)
+                if size != car.size:
+                    self._check(size, car.size, packet_format, pid)
+                raw = car.raw.get(player, _UNSEEN)  # type: ignore[arg-type]
+                if raw is _UNSEEN:
+                    raw = car.raw_layout(fmt, player)
                 if raw is not None:
-                    extra = car.extra(data, player)
+                    extra = car.fixed.get(player) if car.hook is None else None
+                    if extra is None:
+                        extra = car.extra(data, player)
             elif pid == 13 and fmt.motion_ex_raw is not None:
                 self._check(size, fmt.motion_ex_size, packet_format, pid)
                 raw = fmt.motion_ex_raw
@@ -449,9 +460,9 @@ class F1Decoder:
             if raw is not None:
                 session_time = h[fmt.i_time]
                 return Decoded(  # bytes(): the sample keeps the packet, never a buffer reused later
-                    values=RawValues(raw, data if type(data) is bytes else bytes(data), extra),
-                    source_time_ns=int(session_time * 1e9) if math.isfinite(session_time) else None,
-                    session_key=h[fmt.i_uid],
+                    RawValues(raw, data if type(data) is bytes else bytes(data), extra),
+                    int(session_time * 1e9) if math.isfinite(session_time) else None,
+                    h[fmt.i_uid],
                 )
         out: dict[str, Any] = {
             "session_time": h[fmt.i_time],
