@@ -443,10 +443,11 @@ class F1Decoder:
         car = fmt.cars.get(pid)
         if self.raw_values and self._keep is None:
             raw: RawLayout | None = None
+            extra: Mapping[str, Any] | None = None
             if car is not None:
                 if size != car.size:
                     self._check(size, car.size, packet_format, pid)
-                raw = car.raw.get(player, _UNSEEN)  # type: ignore[arg-type]
+                raw = car.raw.get(player, _UNSEEN)
                 if raw is _UNSEEN:
                     raw = car.raw_layout(fmt, player)
                 if raw is not None:
@@ -457,7 +458,7 @@ class F1Decoder:
                 self._check(size, fmt.motion_ex_size, packet_format, pid)
                 raw = fmt.motion_ex_raw
                 extra = {"player_car_index": player}
-            if raw is not None:
+            if raw is not None and extra is not None:
                 session_time = h[fmt.i_time]
                 return Decoded(  # bytes(): the sample keeps the packet, never a buffer reused later
                     RawValues(raw, data if type(data) is bytes else bytes(data), extra),
