@@ -10,7 +10,8 @@ the same file:
 * ``dpkt reader``: dpkt's own pcapng reader iterating it (the library alone);
 * ``read + parse``: wrtfd's reader and the link/IP/UDP parsing, nothing else;
 * ``decode only``: the same datagrams decoded from memory (no file, no recorder);
-* ``wrtfd import``: the whole import (read, route, decode, schedule, record two WRTF files).
+* ``wrtfd import``: the whole import (read, route, decode, schedule, record two WRTF files);
+  ``dict path``: the same with the decoders' per-field dicts instead of the raw path (before).
 
 The writer's rows time one ``write_datagram`` per packet into memory, next to a bare
 ``struct.pack`` of the same Enhanced Packet Block (the floor) and python-pcapng when installed.
@@ -148,6 +149,17 @@ def main() -> None:
                 p.unlink()
             return report.read
 
+        def dict_import() -> int:
+            """The import with the decoders' dict path (what it did before the raw path)."""
+            from wrtfd.decoders.f1 import F1Decoder
+            from wrtfd.decoders.forza import ForzaDecoder
+
+            ForzaDecoder.raw_values = F1Decoder.raw_values = False
+            try:
+                return full_import()
+            finally:
+                ForzaDecoder.raw_values = F1Decoder.raw_values = True
+
         secs, cpu, count = timed_cpu(decode_only)
         rows = [("decode only (from memory)", count, secs, cpu)]
         # The rest runs without the million payloads in memory: a heap that size makes every
@@ -158,6 +170,7 @@ def main() -> None:
         for label, fn in (
             ("dpkt reader (library alone)", dpkt_read),
             ("read + parse (wrtfd.pcap)", read_parse),
+            ("wrtfd import, dict path (before)", dict_import),
             ("wrtfd import (2 files)", full_import),
         ):
             secs, cpu, count = timed_cpu(fn)

@@ -6,6 +6,8 @@ Kept private: the decoders' public face is their class (their descriptors are in
 from __future__ import annotations
 
 import copy
+import re
+import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache, lru_cache
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from wrtfd.decoders.base import RawField
 from wrtfd.errors import ConfigError
 
 __all__ = [
@@ -23,7 +26,9 @@ __all__ = [
     "check_channels",
     "cstr",
     "fit_utf8",
+    "item_offsets",
     "load_definition",
+    "raw_fields",
     "select_channels",
     "selected_definition",
     "utf16_str",
@@ -151,6 +156,65 @@ def utf16_str(raw: bytes) -> str:
     text = raw.decode("utf-16-le", errors="replace")
     end = text.find("\x00")
     return text if end < 0 else text[:end]
+
+
+_ITEM = re.compile(r"(\d*)([xcbB?hHiIlLqQnNefdspP])")
+
+
+def item_offsets(fmt: str) -> list[tuple[int, str]]:
+    """(byte offset, code) of each item a little-endian, unaligned ``struct`` format yields
+    (``4s`` is one item, pad bytes none)."""
+    out: list[tuple[int, str]] = []
+    at = 0
+    for count_text, code in _ITEM.findall(fmt.lstrip("<")):
+        count = int(count_text) if count_text else 1
+        size = struct.calcsize("<" + code)
+        if code == "x":
+            at += count
+        elif code in "sp":
+            out.append((at, code))
+            at += count
+        else:
+            out.extend((at + i * size, code) for i in range(count))
+            at += count * size
+    return out
+
+
+def raw_fields(
+    fmt: str,
+    spec: Sequence[tuple[str | None, int]],
+    *,
+    base: int = 0,
+    reorder: Mapping[str, Sequence[int]] | None = None,
+    skip: Iterable[str] = (),
+) -> tuple[RawField, ...] | None:
+    """The :class:`RawField` of each named ``spec`` entry (as :class:`TupleLayout` maps the items
+    of ``fmt`` unpacked at ``base``), leaving out ``skip``; None when a named entry is not a
+    run of adjacent numbers of one type (text, mixed codes)."""
+    items = item_offsets(fmt)
+    reorder = reorder or {}
+    left_out = set(skip)
+    out: list[RawField] = []
+    pos = 0
+    for name, count in spec:
+        run = items[pos : pos + count]
+        pos += count
+        if name is None or name in left_out:
+            continue
+        codes = {code for _, code in run}
+        if len(run) != count or len(codes) != 1:
+            return None
+        code = codes.pop()
+        size = struct.calcsize("<" + code)
+        if code in "sp" or any(off != run[0][0] + i * size for i, (off, _) in enumerate(run)):
+            return None
+        perm = reorder.get(name)
+        out.append(
+            RawField(
+                name, base + run[0][0], code, count, order=tuple(perm) if perm else None, array=count > 1
+            )
+        )
+    return tuple(out)
 
 
 class TupleLayout:

@@ -16,7 +16,7 @@ sequences for fields with ``dimensions > 0``, or mappings for struct-typed field
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,6 +24,9 @@ __all__ = [
     "Decoded",
     "Decoder",
     "DropCounter",
+    "RawField",
+    "RawLayout",
+    "RawValues",
     "Sample",
     "SampleSink",
     "SessionDescription",
@@ -51,6 +54,79 @@ class Decoded:
     session_key: object | None = None
     new_session: bool = False
     session_info: SessionDescription | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RawField:
+    """A channel whose value is exactly what ``struct`` unpacks from the packet at ``offset``.
+
+    ``code`` is the struct code on the wire (little-endian); ``count`` elements ``stride``
+    bytes apart (0: adjacent), row element ``i`` taken from wire element ``order[i]``, then
+    ``pad`` zero elements; ``array``: the value is a tuple (else the one element).
+    """
+
+    name: str
+    offset: int
+    code: str
+    count: int = 1
+    stride: int = 0
+    order: tuple[int, ...] | None = None
+    pad: int = 0
+    array: bool = False
+
+
+class RawLayout:
+    """One fixed-layout packet kind, compiled once by its decoder (docs/timing.md, the raw path).
+
+    ``fields`` are read straight from the packet; ``extra`` names the channels the decoder
+    computes (unit conversions, a chosen car) and hands over in a small dict; ``build(data,
+    extra)`` makes the channel dict exactly as the decoder's per-field path does (what every
+    reader of :class:`RawValues` other than the frame row's compiled store gets).
+    Compared by identity: the frame row compiles one store per layout object.
+    """
+
+    __slots__ = ("build", "extra", "fields")
+
+    def __init__(
+        self,
+        fields: tuple[RawField, ...],
+        extra: tuple[str, ...],
+        build: Callable[[bytes, Mapping[str, Any]], dict[str, Any]],
+    ) -> None:
+        self.fields = fields
+        self.extra = extra
+        self.build = build
+
+
+class RawValues(Mapping[str, Any]):
+    """A sample's channel values kept as the packet's bytes plus a few computed ones.
+
+    The frame row stores them with one compiled store per :class:`RawLayout` (byte copies, no
+    dict); anything else that reads them as a mapping gets the decoder's dict, made once.
+    """
+
+    __slots__ = ("_values", "data", "extra", "layout")
+
+    def __init__(self, layout: RawLayout, data: bytes, extra: Mapping[str, Any]) -> None:
+        self.layout = layout
+        self.data = data
+        self.extra = extra
+        self._values: dict[str, Any] | None = None
+
+    def materialize(self) -> dict[str, Any]:
+        values = self._values
+        if values is None:
+            values = self._values = self.layout.build(self.data, self.extra)
+        return values
+
+    def __getitem__(self, key: str) -> Any:
+        return self.materialize()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.materialize())
+
+    def __len__(self) -> int:
+        return len(self.materialize())
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,10 +16,16 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from wrtfd.decoders._common import TupleLayout, check_channels, load_definition, select_channels
+from wrtfd.decoders._common import (
+    TupleLayout,
+    check_channels,
+    load_definition,
+    raw_fields,
+    select_channels,
+)
 from wrtfd.decoders._f1_layouts import (
     FORMATS,
     FORMULAS,
@@ -29,7 +35,7 @@ from wrtfd.decoders._f1_layouts import (
     FormatLayout,
     Spec,
 )
-from wrtfd.decoders.base import Decoded, DropCounter
+from wrtfd.decoders.base import Decoded, DropCounter, RawField, RawLayout, RawValues
 from wrtfd.errors import ConfigError, DecodeError
 
 __all__ = ["F1Decoder", "looks_like", "supported_formats"]
@@ -51,6 +57,10 @@ _DIR_KEYS = (
     "world_right_dir_y",
     "world_right_dir_z",
 )
+
+
+#: A raw layout not made yet (None is a layout that takes the dict path).
+_UNSEEN: Any = object()
 
 
 def supported_formats() -> tuple[int, ...]:
@@ -108,6 +118,30 @@ def _directions(out: dict[str, Any]) -> None:
             out[key] = out[key] * _DIR_SCALE
 
 
+#: Per hook: the channels it reads (left out of the raw copy) and the ones it writes (handed
+#: over computed, in the raw path's extra dict).
+_HOOK_KEYS: dict[Callable[[dict[str, Any]], None], tuple[tuple[str, ...], tuple[str, ...]]] = {
+    _directions: (_DIR_KEYS, _DIR_KEYS),
+    _pedals_2018: (("throttle", "steer", "brake"), ("throttle", "steer", "brake")),
+    _seconds_to_ms: (
+        ("_last_lap_time_s", "_current_lap_time_s", "_sector1_time_s", "_sector2_time_s"),
+        ("last_lap_time_ms", "current_lap_time_ms", "sector1_time_ms", "sector2_time_ms"),
+    ),
+    _sector_parts: (
+        ("_sector1_ms_part", "_sector1_min_part", "_sector2_ms_part", "_sector2_min_part"),
+        ("sector1_time_ms", "sector2_time_ms"),
+    ),
+}
+
+
+def _spec_items(spec: Spec) -> list[tuple[str | None, int]]:
+    return [(name, _n_items(code, count)) for name, code, count in spec]
+
+
+def _reorder(spec: Spec) -> dict[str, tuple[int, ...]]:
+    return {name: _WHEELS for name, _code_, count in spec if name is not None and count == 4}
+
+
 def _hook(packet: CarPacket, layout: FormatLayout) -> Callable[[dict[str, Any]], None] | None:
     """The unit conversion a packet kind needs after unpacking (None: values are final)."""
     if packet.kind == "motion":
@@ -127,8 +161,29 @@ class _CarArray:
     are made for it), and the trailer. This is what makes 100k packets/s possible.
     """
 
-    __slots__ = ("all", "all_struct", "car", "car_struct", "header_size", "hook", "k", "n", "pad", "size",
-                 "trailer", "trailer_at", "trailer_struct")  # fmt: skip
+    __slots__ = (
+        "all",
+        "all_raw",
+        "all_struct",
+        "car",
+        "car_raw",
+        "car_struct",
+        "fixed",
+        "header_size",
+        "hook",
+        "hook_keys",
+        "hook_layout",
+        "hook_struct",
+        "k",
+        "n",
+        "pad",
+        "raw",
+        "size",
+        "trailer",
+        "trailer_at",
+        "trailer_raw",
+        "trailer_struct",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -162,6 +217,46 @@ class _CarArray:
         self.all = tuple((channel, j) for j, channel in enumerate(order))
         self.pad: tuple[int, ...] = (0,) * (max_cars - kept)
         self.hook = hook
+        # The raw path: fields read from the packet (None: this packet takes the dict path).
+        reads, writes = _HOOK_KEYS.get(hook, ((), ())) if hook is not None else ((), ())
+        #: The channels the hook writes (handed over computed), and what it reads: a struct of
+        #: only those fields of the car block (the others skipped as pad bytes).
+        self.hook_keys: tuple[str, ...] = writes
+        only: Spec = tuple(
+            (name, code, count) if name in reads else (None, "x", struct.calcsize("<" + _code(code, count)))
+            for name, code, count in packet.car
+        )
+        self.hook_struct = struct.Struct("<" + _fmt(only))
+        self.hook_layout = _layout(only)
+        if hook is not None:  # only what the hook makes from this layout (a year may send a channel as is)
+            probe = self.hook_layout.build(self.hook_struct.unpack(bytes(self.hook_struct.size)))
+            hook(probe)
+            self.hook_keys = tuple(k for k in writes if k in probe)
+        self.car_raw = raw_fields(
+            self.car_struct.format, _spec_items(packet.car), reorder=_reorder(packet.car), skip=reads
+        )
+        self.trailer_raw = raw_fields(
+            self.trailer_struct.format, _spec_items(packet.trailer), base=self.trailer_at,
+            reorder=_reorder(packet.trailer), skip=reads,
+        )  # fmt: skip
+        all_raw: list[RawField] | None = []
+        car_fields = raw_fields(self.car_struct.format, _spec_items(packet.car)) or ()
+        at = {f.name: f for f in car_fields}
+        for channel, fld in packet.all_cars:
+            f = at.get(fld)
+            if f is None or f.count != 1 or all_raw is None:
+                all_raw = None
+                continue
+            all_raw.append(
+                RawField(channel, header_size + f.offset, f.code, kept, self.car_struct.size, None,
+                         max_cars - kept, True)
+            )  # fmt: skip
+        self.all_raw = None if all_raw is None else tuple(all_raw)
+        #: player car index (its layout) or -1 (no player car) -> RawLayout; an index of no car
+        #: (a spectator's 255) is kept too, with the -1 layout (at most 256 + 1 entries)
+        self.raw: dict[int, RawLayout | None] = {}
+        #: player car index -> the extra values of a packet without a hook (never changed)
+        self.fixed: dict[int, dict[str, Any]] = {}
 
     def fill(self, data: bytes, player: int, out: dict[str, Any]) -> None:
         if self.k:
@@ -179,13 +274,52 @@ class _CarArray:
         if self.hook is not None:
             self.hook(out)
 
+    def raw_layout(self, fmt: _Format, player: int) -> RawLayout | None:
+        """The raw path's layout for this packet with ``player``'s car (compiled once each)."""
+        key = player if 0 <= player < self.n else -1
+        if key in self.raw:
+            self.raw[player] = self.raw[key]  # looked up by the player's index from now on
+            return self.raw[key]
+        layout = None
+        if self.car_raw is not None and self.trailer_raw is not None and self.all_raw is not None:
+            fields = [*fmt.raw_header, *self.all_raw]
+            if key >= 0:
+                base = self.header_size + key * self.car_struct.size
+                fields += [
+                    RawField(f.name, base + f.offset, f.code, f.count, f.stride, f.order, f.pad, f.array)
+                    for f in self.car_raw
+                ]
+            if self.trailer.size:
+                fields += self.trailer_raw
+            extra = ("player_car_index", "num_cars", *(self.hook_keys if key >= 0 else ()))
+            layout = RawLayout(tuple(fields), extra, fmt.raw_build(self))
+        self.raw[key] = self.raw[player] = layout
+        return layout
+
+    def extra(self, data: bytes, player: int) -> dict[str, Any]:
+        """What the raw path hands over computed: the player's index, the car count and what
+        the hook makes from the player's block."""
+        if self.hook is None or not 0 <= player < self.n:
+            fixed = self.fixed.get(player)
+            if fixed is None:  # the same two values for every packet of this car: made once
+                fixed = self.fixed[player] = {"player_car_index": player, "num_cars": self.n}
+            return fixed
+        out: dict[str, Any] = {"player_car_index": player, "num_cars": self.n}
+        values = self.hook_layout.build(
+            self.hook_struct.unpack_from(data, self.header_size + player * self.car_struct.size)
+        )
+        self.hook(values)
+        for key in self.hook_keys:
+            out[key] = values[key]
+        return out
+
 
 class _Format:
     """A compiled :class:`FormatLayout`."""
 
     __slots__ = (
         "cars", "event_size", "header", "i_frame", "i_id", "i_player", "i_time", "i_uid", "known_ids",
-        "layout", "motion_ex", "motion_ex_size", "session", "session_size",
+        "layout", "motion_ex", "motion_ex_raw", "motion_ex_size", "raw_header", "session", "session_size",
     )  # fmt: skip
 
     def __init__(self, layout: FormatLayout, max_cars: int) -> None:
@@ -193,19 +327,55 @@ class _Format:
         self.header = struct.Struct(fmt)
         self.layout = layout
         hsize = self.header.size
+        head = raw_fields(fmt, [(None, 1)] * self.i_time + [("session_time", 1), ("frame_identifier", 1)])
+        assert head is not None and self.i_frame == self.i_time + 1
+        self.raw_header: tuple[RawField, ...] = head
         self.cars: dict[int, _CarArray] = {}
         for pid, packet in layout.car_packets.items():
             self.cars[pid] = _CarArray(packet, hsize, layout.num_cars, max_cars, _hook(packet, layout))
         self.motion_ex: tuple[struct.Struct, TupleLayout] | None = None
         self.motion_ex_size = 0
+        self.motion_ex_raw: RawLayout | None = None
         if layout.motion_ex is not None:
             body = struct.Struct("<" + _fmt(layout.motion_ex))
             self.motion_ex = (body, _layout(layout.motion_ex))
             self.motion_ex_size = hsize + body.size
+            fields = raw_fields(
+                body.format, _spec_items(layout.motion_ex), base=hsize, reorder=_reorder(layout.motion_ex)
+            )
+            if fields is not None:
+                self.motion_ex_raw = RawLayout(
+                    (*self.raw_header, *fields), ("player_car_index",), self._ex_build
+                )
         self.session = (struct.Struct("<" + _fmt(SESSION_PREFIX)), _layout(SESSION_PREFIX))
         self.session_size = layout.session_size
         self.event_size = layout.event_size
         self.known_ids = layout.known_ids
+
+    def _head(self, data: bytes, extra: Mapping[str, Any]) -> dict[str, Any]:
+        h = self.header.unpack_from(data)
+        return {
+            "session_time": h[self.i_time],
+            "frame_identifier": h[self.i_frame],
+            "player_car_index": extra["player_car_index"],
+        }
+
+    def raw_build(self, car: _CarArray) -> Callable[[bytes, Mapping[str, Any]], dict[str, Any]]:
+        """A car packet's dict, made as :meth:`F1Decoder.decode` makes it."""
+
+        def build(data: bytes, extra: Mapping[str, Any]) -> dict[str, Any]:
+            out = self._head(data, extra)
+            car.fill(data, extra["player_car_index"], out)
+            return out
+
+        return build
+
+    def _ex_build(self, data: bytes, extra: Mapping[str, Any]) -> dict[str, Any]:
+        out = self._head(data, extra)
+        assert self.motion_ex is not None
+        body, layout = self.motion_ex
+        layout.into(out, body.unpack_from(data, self.header.size))
+        return out
 
 
 class F1Decoder:
@@ -218,6 +388,9 @@ class F1Decoder:
     """
 
     protocol = "f1"
+    #: Hand the recorder :class:`RawValues` for car and motion-ex packets; False: the dict path
+    #: everywhere (what the byte-identity tests compare against).
+    raw_values = True
 
     def __init__(
         self,
@@ -267,13 +440,37 @@ class F1Decoder:
         player = h[fmt.i_player]
         if player >= fmt.layout.num_cars and self._spectator is not None:
             player = self._spectator
+        car = fmt.cars.get(pid)
+        if self.raw_values and self._keep is None:
+            raw: RawLayout | None = None
+            extra: Mapping[str, Any] | None = None
+            if car is not None:
+                if size != car.size:
+                    self._check(size, car.size, packet_format, pid)
+                raw = car.raw.get(player, _UNSEEN)
+                if raw is _UNSEEN:
+                    raw = car.raw_layout(fmt, player)
+                if raw is not None:
+                    extra = car.fixed.get(player) if car.hook is None else None
+                    if extra is None:
+                        extra = car.extra(data, player)
+            elif pid == 13 and fmt.motion_ex_raw is not None:
+                self._check(size, fmt.motion_ex_size, packet_format, pid)
+                raw = fmt.motion_ex_raw
+                extra = {"player_car_index": player}
+            if raw is not None and extra is not None:
+                session_time = h[fmt.i_time]
+                return Decoded(  # bytes(): the sample keeps the packet, never a buffer reused later
+                    RawValues(raw, data if type(data) is bytes else bytes(data), extra),
+                    int(session_time * 1e9) if math.isfinite(session_time) else None,
+                    h[fmt.i_uid],
+                )
         out: dict[str, Any] = {
             "session_time": h[fmt.i_time],
             "frame_identifier": h[fmt.i_frame],
             "player_car_index": player,
         }
         info: dict[str, str] | None = None
-        car = fmt.cars.get(pid)
         if car is not None:
             self._check(size, car.size, packet_format, pid)
             car.fill(data, player, out)

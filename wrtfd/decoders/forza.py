@@ -11,11 +11,18 @@ session; ``TimestampMS`` is the source clock.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wrtfd.decoders._common import TupleLayout, check_channels, load_definition, select_channels
-from wrtfd.decoders.base import Decoded
+from wrtfd.decoders._common import (
+    TupleLayout,
+    check_channels,
+    item_offsets,
+    load_definition,
+    raw_fields,
+    select_channels,
+)
+from wrtfd.decoders.base import Decoded, RawLayout, RawValues
 from wrtfd.errors import DecodeError
 
 __all__ = ["SIZES", "ForzaDecoder", "looks_like"]
@@ -113,6 +120,42 @@ SIZES: dict[int, tuple[str, struct.Struct, TupleLayout]] = {
 _CAR_ORDINAL_POS = 2 + 27 + 4 + 20  # first of the five trailing sled ints
 _TRACK_ORDINAL_POS = 2 + 27 + 4 + 20 + 5 + 17 + 1 + 6 + 3 + 4  # last item of the 331 tuple
 
+_HEAD = struct.Struct("<iI")  # IsRaceOn, TimestampMS
+_CAR_ORDINAL = struct.Struct("<i")
+
+
+def _raw_layout(
+    compiled: struct.Struct, layout: TupleLayout, spec: list[tuple[str | None, int]]
+) -> RawLayout:
+    """The raw path's layout of one size: every channel read from the packet but ``is_race_on``
+    (a bool made from an int32), which the decoder hands over."""
+    fields = raw_fields(compiled.format, spec, skip=("is_race_on",))
+    assert fields is not None  # numbers only
+
+    def build(data: bytes, extra: Mapping[str, Any]) -> dict[str, Any]:
+        values = layout.build(compiled.unpack(data))
+        values["is_race_on"] = extra["is_race_on"]
+        return values
+
+    return RawLayout(fields, ("is_race_on",), build)
+
+
+_SPECS = {
+    232: _SLED_SPEC,
+    311: _SLED_SPEC + _DASH_SPEC,
+    324: _SLED_SPEC + _HORIZON_SPEC + _DASH_SPEC,
+    331: _SLED_SPEC + _DASH_SPEC + _FM2023_SPEC,
+}
+#: Datagram length -> (raw layout, offset of CarOrdinal, offset of TrackOrdinal or None).
+_RAW: dict[int, tuple[RawLayout, int, int | None]] = {}
+for _size, (_kind, _compiled, _layout) in SIZES.items():
+    _items = item_offsets(_compiled.format)
+    _RAW[_size] = (
+        _raw_layout(_compiled, _layout, _SPECS[_size]),
+        _items[_CAR_ORDINAL_POS][0],
+        _items[_TRACK_ORDINAL_POS][0] if len(_items) > _TRACK_ORDINAL_POS else None,
+    )
+
 #: A TimestampMS this far behind the previous one is a reset (new session), not reordering.
 TIMESTAMP_RESET_MS = 1000
 
@@ -125,6 +168,9 @@ class ForzaDecoder:
     """
 
     protocol = "forza"
+    #: Hand the recorder :class:`RawValues` (the packet's bytes) instead of a dict; False: the
+    #: per-field path everywhere (what the byte-identity tests compare against).
+    raw_values = True
 
     def __init__(self, *, game: str | None = None, channels: Sequence[str] | None = None) -> None:
         definition = load_definition("forza.wrtf.yaml")
@@ -145,12 +191,25 @@ class ForzaDecoder:
             raise DecodeError(
                 f"forza: {len(data)}-byte datagram; expected 232, 311, 324 or 331", reason="wrong_size"
             )
-        _kind, compiled, layout = entry
-        t = compiled.unpack(data)
-        values = layout.build(t)
-        race_on = t[0] != 0
-        values["is_race_on"] = race_on
-        ts = t[1]
+        values: Mapping[str, Any]
+        if self.raw_values and self._keep is None:
+            if type(data) is not bytes:  # the sample keeps the packet: never a buffer reused later
+                data = bytes(data)
+            raw, car_at, track_at = _RAW[len(data)]
+            race_int, ts = _HEAD.unpack_from(data)
+            race_on = race_int != 0
+            values = RawValues(raw, data, {"is_race_on": race_on})
+            car_ordinal = _CAR_ORDINAL.unpack_from(data, car_at)[0]
+            track = None if track_at is None else _CAR_ORDINAL.unpack_from(data, track_at)[0]
+        else:
+            _kind, compiled, layout = entry
+            t = compiled.unpack(data)
+            values = layout.build(t)
+            race_on = t[0] != 0
+            values["is_race_on"] = race_on
+            ts = t[1]
+            car_ordinal = t[_CAR_ORDINAL_POS]
+            track = t[_TRACK_ORDINAL_POS] if len(t) > _TRACK_ORDINAL_POS else None
 
         new_session = False
         prev_ts = self._prev_ts
@@ -163,8 +222,7 @@ class ForzaDecoder:
         self._prev_race_on = race_on
         self._prev_ts = ts
 
-        track = t[_TRACK_ORDINAL_POS] if len(t) > _TRACK_ORDINAL_POS else None
-        ids = (t[_CAR_ORDINAL_POS], track)
+        ids = (car_ordinal, track)
         info = None
         if new_session or ids != self._ids:
             self._ids = ids

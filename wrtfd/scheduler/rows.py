@@ -17,10 +17,20 @@ assignment (numpy converts field by field in C, with the same conversions as sto
 channel alone). If that fails too (a value that does not fit), the row is restored and the
 per-channel path stores what fits and counts the rest, exactly as without the fast paths. A
 store that keeps failing for a key set is not tried again for it.
+
+Fixed-layout packets (Forza, F1) come as :class:`RawValues`: the packet's bytes and its
+:class:`RawLayout`. For each layout a store is compiled that copies every channel whose wire
+type is the row's type straight from the packet into the row (byte slices, no Python value),
+packs the others (other types, strided per-car arrays, the decoder's computed values) with one
+``struct`` pack, and gives up (False) before touching the row when the bytes would not be what
+the dict path stores: a float32 with an all-ones exponent and the quiet bit clear (a signalling
+NaN, which a round trip through a Python float makes quiet; or an infinity), or a value the
+pack refuses. Then the values are made into the decoder's dict and take the path above.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import struct
@@ -29,11 +39,15 @@ from typing import Any
 
 import numpy as np
 
+from wrtfd.decoders.base import RawField, RawLayout, RawValues
+
 __all__ = ["SourceRow"]
 
 _NAN = math.nan
 #: Key sets remembered per source (decoders send a few; a bound against varied input).
 _MAX_PLANS = 32
+#: Raw layouts remembered per source (F1: one per packet kind and player car; a bound).
+_MAX_RAW = 256
 #: A key set whose fast store failed this often is no longer tried (per-channel path only).
 _MAX_PLAN_FAILURES = 3
 
@@ -111,6 +125,193 @@ class _PackedStore:
         return cls(namespace["store"], packer, tuple(runs))
 
 
+#: Wire codes a raw store reads (numbers; ``?`` is read and packed, never copied: any nonzero
+#: byte is True, stored as 1).
+_RAW_CODES = frozenset("bBhHiIqQfd?")
+_MISSING = object()
+#: Float words this close (bytes) share one sNaN check.
+_NAN_GAP = 16
+
+
+def _mask_words(offsets: Sequence[int], lo: int, bits: int) -> int:
+    """An int with ``bits`` set in each little-endian 32-bit word at byte ``offsets`` (from ``lo``)."""
+    out = 0
+    for off in offsets:
+        out |= bits << (8 * (off - lo))
+    return out
+
+
+def _compile_raw(
+    dt: np.dtype[Any], layout: RawLayout
+) -> Callable[[memoryview, bytes, Mapping[str, Any]], bool] | None:
+    """The raw store of ``layout`` into a source struct of dtype ``dt`` (None: the layout does
+    not fit the row, e.g. a channel it lacks; such samples take the dict path)."""
+    fields: Mapping[str, Any] = dt.fields or {}
+    names = [f.name for f in layout.fields] + list(layout.extra)
+    if len(set(names)) != len(names):
+        return None
+    copies: list[tuple[int, int, int]] = []  # row offset, wire offset, length
+    f32: list[int] = []  # wire offsets of float32 words copied as bytes
+    packed: list[tuple[int, str, str, int | None]] = []  # row offset, code, expression, array length
+    reads: list[str] = []
+    strided: list[tuple[RawField, int, str]] = []
+    steps: list[str] = []
+    checks: list[str] = []
+    namespace: dict[str, Any] = {"FROM": int.from_bytes}
+    for name in names:
+        if name not in fields:
+            return None
+        fdt, roff = fields[name][:2]
+        base, shape = (fdt.base, fdt.shape) if fdt.shape else (fdt, ())
+        code = _STRUCT_CODES.get(base.str)
+        if code is None or len(shape) > 1:
+            return None
+        length = shape[0] if shape else None
+        if name in layout.extra:
+            if length is None:
+                packed.append((roff, code, f"e[{name!r}]", None))
+            else:
+                packed.append((roff, code, f"*e[{name!r}]", length))
+                checks.append(f"len(e[{name!r}]) != {length}")
+            continue
+        f = next(x for x in layout.fields if x.name == name)
+        if f.code not in _RAW_CODES or (length is None) == f.array:
+            return None
+        if length is not None and length != f.count + f.pad:
+            return None
+        size = struct.calcsize("<" + f.code)
+        stride = f.stride or size
+        order = f.order or tuple(range(f.count))
+        if code == f.code and code != "?" and (stride == size or f.count == 1):
+            for i, j in enumerate(order):
+                copies.append((roff + i * size, f.offset + j * stride, size))
+                if code == "f":
+                    f32.append(f.offset + j * stride)
+            if f.pad:
+                packed.append((roff + f.count * size, code, "*" + repr((0,) * f.pad), f.pad))
+            continue
+        if f.array and f.order is None and f.count > 1 and stride > size and size == 1 and code == f.code:
+            # One byte per car: an extended slice of the packet is the row's bytes.
+            end = f.offset + (f.count - 1) * stride + 1
+            steps.append(f"    row[{roff}:{roff + f.count}] = data[{f.offset}:{end}:{stride}]")
+            if f.pad:
+                packed.append((roff + f.count, code, "*" + repr((0,) * f.pad), f.pad))
+            continue
+        if f.array and f.order is None and f.count > 1 and stride > size:
+            strided.append((f, roff, code))  # per-car arrays: read together below
+            continue
+        # Read with struct (the value the dict path would hold), pack with the row's code.
+        n = len(reads)
+        gap = f"{stride - size}x" if stride > size else ""
+        namespace[f"R{n}"] = struct.Struct("<" + gap.join([f.code] * f.count)).unpack_from
+        reads.append(f"    r{n} = R{n}(data, {f.offset})")
+        if not f.array:
+            packed.append((roff, code, f"r{n}[0]", None))
+        else:
+            items = ", ".join(f"r{n}[{j}]" for j in order) if f.order else f"*r{n}"
+            if f.pad:
+                items += ", *" + repr((0,) * f.pad)
+            packed.append((roff, code, items, f.count + f.pad))
+    # Arrays of the same stride and count (one field per car block, F1's all_* channels): one
+    # unpack of every car's fields, each array a slice of it.
+    groups: dict[tuple[int, int], list[tuple[RawField, int, str]]] = {}
+    for item in strided:
+        groups.setdefault((item[0].stride, item[0].count), []).append(item)
+    for (stride, count), members in groups.items():
+        members.sort(key=lambda m: m[0].offset)
+        start = members[0][0].offset
+        block: list[str] = []
+        at = start
+        for f, _roff, _code in members:
+            if f.offset < at:
+                return None  # overlapping fields
+            if f.offset > at:
+                block.append(f"{f.offset - at}x")
+            block.append(f.code)
+            at = f.offset + struct.calcsize("<" + f.code)
+        if at - start > stride:
+            return None
+        n = len(reads)
+        one = "".join(block)
+        namespace[f"R{n}"] = struct.Struct("<" + f"{stride - (at - start)}x".join([one] * count)).unpack_from
+        reads.append(f"    r{n} = R{n}(data, {start})")
+        k = len(members)
+        for j, (f, roff, code) in enumerate(members):
+            items = f"*r{n}[{j}::{k}]" if k > 1 else f"*r{n}"
+            if f.pad:
+                items += ", *" + repr((0,) * f.pad)
+            packed.append((roff, code, items, f.count + f.pad))
+    lines = ["def store(row, data, e):"]
+    if f32:
+        words = sorted(set(f32))
+        if any(b - a < 4 for a, b in itertools.pairwise(words)):
+            return None  # overlapping float words: the check below assumes whole words
+        # Per cluster of nearby words (an int over the whole packet costs more than the rest).
+        clusters: list[list[int]] = []
+        for w in words:
+            if clusters and w - clusters[-1][-1] <= _NAN_GAP:
+                clusters[-1].append(w)
+            else:
+                clusters.append([w])
+        tests = []
+        for i, cluster in enumerate(clusters):
+            lo, hi = cluster[0], cluster[-1] + 4
+            namespace[f"M{i}"] = _mask_words(cluster, lo, 0x1FF << 22)  # exponent and quiet bit
+            namespace[f"E{i}"] = _mask_words(cluster, lo, 0xFF << 23)  # exponent all ones
+            namespace[f"H{i}"] = _mask_words(cluster, lo, 1 << 31)
+            # ``+ M``: a nonzero 9-bit field (anything but all-ones exponent, quiet clear) carries
+            # into bit 31 of its word.
+            tests.append(f"((FROM(data[{lo}:{hi}], 'little') & M{i}) ^ E{i}) + M{i} & H{i} != H{i}")
+        # A word with exponent all ones and quiet bit clear (sNaN or inf): the dict path.
+        lines.append(f"    if {' or '.join(tests)}:\n        return False")
+    lines.extend(reads)
+    if checks:
+        lines.append(f"    if {' or '.join(checks)}:\n        return False")
+    runs: list[tuple[int, int, int]] = []
+    if packed:
+        packed.sort()
+        fmt: list[str] = []
+        at = 0
+        for roff, code, _expr, n_items in packed:
+            size = struct.calcsize("<" + code) * (n_items or 1)
+            if runs and runs[-1][0] + runs[-1][2] == roff:
+                runs[-1] = (runs[-1][0], runs[-1][1], runs[-1][2] + size)
+            else:
+                runs.append((roff, at, size))
+            at += size
+            fmt.append(f"{n_items}{code}" if n_items is not None else code)
+        namespace["PACK"] = struct.Struct("<" + "".join(fmt)).pack
+        lines.append(f"    p = PACK({', '.join(expr for _, _, expr, _ in packed)})")
+    copies.sort()
+    merged: list[list[int]] = []
+    for roff, woff, n in copies:
+        if merged and merged[-1][0] + merged[-1][2] == roff and merged[-1][1] + merged[-1][2] == woff:
+            merged[-1][2] += n
+        else:
+            merged.append([roff, woff, n])
+    # Pieces that fill one stretch of the row (wheel arrays in another order) are joined first:
+    # one slice assignment per stretch, the pieces cut by one itemgetter call.
+    stretches: list[list[list[int]]] = []
+    for piece in merged:
+        if stretches and stretches[-1][-1][0] + stretches[-1][-1][2] == piece[0]:
+            stretches[-1].append(piece)
+        else:
+            stretches.append([piece])
+    for i, stretch in enumerate(stretches):
+        r0, end = stretch[0][0], stretch[-1][0] + stretch[-1][2]
+        if len(stretch) == 1:
+            lines.append(f"    row[{r0}:{end}] = data[{stretch[0][1]}:{stretch[0][1] + stretch[0][2]}]")
+        else:
+            namespace[f"C{i}"] = operator.itemgetter(*(slice(w, w + n) for _, w, n in stretch))
+            lines.append(f"    row[{r0}:{end}] = b''.join(C{i}(data))")
+    lines.extend(steps)
+    lines.extend(f"    row[{r}:{r + n}] = p[{a}:{a + n}]" for r, a, n in runs)
+    lines.append("    return True")
+    exec(compile("\n".join(lines) + "\n", "<SourceRow raw>", "exec"), namespace)
+    store: Callable[[memoryview, bytes, Mapping[str, Any]], bool] = namespace["store"]
+    return store
+
+
 def _store(view: np.ndarray, value: Any) -> None:
     """Store ``value`` into ``view`` (a (1, ...) view); nested mappings for structs."""
     names = view.dtype.names
@@ -151,6 +352,7 @@ class SourceRow:
         "_plans",
         "_raw",
         "_raw_mv",
+        "_raw_stores",
         "_scalar",
         "_sub",
         "_views",
@@ -201,6 +403,8 @@ class SourceRow:
             self._backup = np.empty(dt.itemsize, dtype=np.uint8)
         # keys -> [packed store or None, view or None, failures of each]
         self._plans: dict[tuple[str, ...], list[Any]] = {}
+        # RawLayout -> its compiled store (None: the dict path)
+        self._raw_stores: dict[RawLayout, Any] = {}
 
     def _plan(self, keys: tuple[str, ...]) -> list[Any]:
         """The fast stores for this key order: ``[packed, view, failures, failures]`` (None: not possible)."""
@@ -230,6 +434,17 @@ class SourceRow:
 
     def apply(self, values: Mapping[str, object]) -> tuple[int, int]:
         """Store the values; return ``(unknown_channels, bad_values)`` (both 0 normally)."""
+        if type(values) is RawValues:
+            store = self._raw_stores.get(values.layout, _MISSING)
+            if store is _MISSING:
+                store = self._raw_store(values.layout)
+            if store is not None:
+                try:
+                    if store(self._raw_mv, values.data, values.extra):
+                        return 0, 0
+                except Exception:  # a computed value the pack refuses: row untouched, the dict path
+                    pass
+            values = values.materialize()
         flat = self._flat
         if flat is not None and self._getter is not None and len(values) == len(self._flat_names):
             try:
@@ -267,6 +482,14 @@ class SourceRow:
                         plan[1] = None
         with np.errstate(over="ignore", invalid="ignore"):
             return self._apply_each(values)
+
+    def _raw_store(self, layout: RawLayout) -> Any:
+        store = None
+        if self._raw_mv is not None:
+            store = _compile_raw(self._sub.dtype, layout)
+        if len(self._raw_stores) < _MAX_RAW:
+            self._raw_stores[layout] = store
+        return store
 
     def _apply_each(self, values: Mapping[str, object]) -> tuple[int, int]:
         """The per-channel path: store what fits, count the rest."""
