@@ -14,8 +14,10 @@ import math
 import numpy as np
 import pytest
 
-from wrtfd.tracks.gnsslaps import GnssLapTimer, PlaneLine
-from wrtfd.tracks.pitlane import PitLane
+from wrtfd.tracks.circuit import Circuit, CircuitLine
+from wrtfd.tracks.geodesy import LocalPlane
+from wrtfd.tracks.gnsslaps import GnssLapChannels, GnssLapTimer, PlaneLine
+from wrtfd.tracks.pitlane import PIT_ENTRY, PIT_EXIT, PitLane
 
 R = 100.0
 PIT_R = R - 10.0
@@ -150,3 +152,35 @@ def test_a_session_reset_forgets_the_pit_lane() -> None:
     for t, x, y in drive(2, []):
         timer.update(float(t), float(x), float(y))
     assert [lap.pit for lap in timer.laps] == [None, None]
+
+
+def test_the_plug_in_never_makes_a_pit_lap_the_best_or_the_reference() -> None:
+    """Through the recorder's plug-in, on the globe: the circle's lines as a circuit file's (in a
+    plane 44.9 N 2.5 E), a drive-through at the end of lap 2. Laps 2 and 3 are the fastest (the
+    pit lane is shorter) and flagged; the best lap, the footer's and the delta's session
+    reference are a lap on the track; the page's last lap says when it was an in-lap."""
+    globe = LocalPlane(44.9, 2.5)
+
+    def on_globe(line: PlaneLine) -> CircuitLine:
+        a, b = globe.to_latlon(line.ax, line.ay), globe.to_latlon(line.bx, line.by)
+        return CircuitLine((float(a[0]), float(a[1])), (float(b[0]), float(b[1])))
+
+    pit = pit_lines(-0.3, 0.3)
+    entry, exit_ = pit.lines[PIT_ENTRY], pit.lines[PIT_EXIT]
+    circuit = Circuit("Circle", on_globe(START), pit_entry=on_globe(entry), pit_exit=on_globe(exit_))
+    plug = GnssLapChannels(circuit, source="gps")
+    fixes = drive(4, [(TWO_PI * 2 - 0.3, TWO_PI * 2 + 0.3)])
+    lat, lon = globe.to_latlon(fixes[:, 1], fixes[:, 2])
+    shown = {}
+    for (t, _, _), la, lo in zip(fixes, lat, lon, strict=True):
+        st = plug.feed(float(t), float(la), float(lo))
+        if st is not None and st.completed is not None:
+            shown[st.completed.number] = plug.live()["last"]
+    assert [(lap.number, lap.pit) for lap in plug.laps] == [(1, None), (2, "in"), (3, "out"), (4, None)]
+    fastest = min(plug.laps, key=lambda lap: lap.time_s)
+    assert fastest.pit is not None  # were they not left out, a pit lap would be the best
+    assert plug.best_lap is not None and plug.best_lap.number in (1, 4)
+    assert plug.summary()["best_lap_number"] == plug.best_lap.number
+    ref = plug.delta.reference
+    assert ref is not None and ref.number in (1, 4)
+    assert [shown[n].get("pit") for n in (1, 2, 3, 4)] == [None, "in", "out", None]
