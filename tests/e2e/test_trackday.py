@@ -239,7 +239,10 @@ def test_a_whole_track_day_headless(tmp_path: Path, browser: Any) -> None:  # no
 def test_the_pages_start_finish_button_lays_a_line(tmp_path: Path, browser: Any) -> None:  # noqa: F811
     """No circuit near (the one given is 10 km away): the page's SET START/FINISH button, pressed
     while the car drives, lays a line where the car is; the journal and the page say so, and the
-    next lap is timed against it."""
+    next lap is timed against it. The file being recorded was opened before (its metadata has
+    the configured circuit) but keeps the line in a marker: ``wrtfd laps FILE`` times its laps
+    against it, the laps the daemon timed live (its lap records), and the VBO export has its
+    gate."""
     (tmp_path / "far.json").write_text(
         json.dumps(
             {
@@ -305,8 +308,8 @@ def test_the_pages_start_finish_button_lays_a_line(tmp_path: Path, browser: Any)
         )
         assert page.locator("#markmsg").inner_text() == "start/finish line asked of gps"
         wait_for(
-            lambda: d.status()["recorder"]["derived"]["laps"]["lap_count"] >= 1,
-            "a lap timed against the laid line",
+            lambda: d.status()["recorder"]["derived"]["laps"]["lap_count"] >= 2,
+            "two laps timed against the laid line",
             timeout_s=120.0,
         )
         d.signal(signal.SIGTERM)
@@ -317,12 +320,40 @@ def test_the_pages_start_finish_button_lays_a_line(tmp_path: Path, browser: Any)
         if sim.poll() is None:
             sim.send_signal(signal.SIGTERM)
         sim.wait(timeout=20)
-    # the file was open before the line was laid: its metadata keeps the configured circuit (the
-    # laid line reaches files opened later); the press is a marker in it
+    # the file was open before the line was laid: its metadata keeps the configured circuit; the
+    # press is a marker in it, and so is the line laid, which `wrtfd laps` times against
+    name = re.search(r"circuit (start/finish marked at .*) laid across", laid)
+    assert name is not None
     (recording,) = recordings(tmp_path / "rec")
     with Reader(recording) as r:
         assert r.metadata["Circuit"] == "Faraway"
+    assert run_cli("validate", str(recording)).returncode == 0
     done = run_cli("laps", str(recording), "--json")
     assert done.returncode == 0, done.stderr
-    (session,) = json.loads(done.stdout)["sessions"]
-    assert [m["note"] for m in session["markers"]] == ["start/finish"]
+    report = json.loads(done.stdout)
+    assert report["circuit"] == name[1]
+    (session,) = report["sessions"]
+    notes = [m["note"] for m in session["markers"]]
+    assert notes[0] == "start/finish" and len(notes) == 2, notes
+    ends = re.fullmatch(r"start/finish line (44\.\d{7}),(2\.\d{7}) (44\.\d{7}),(2\.\d{7})", notes[1])
+    assert ends is not None, notes
+    # the daemon's laps (one record each), every one of them in the file's laps, to the tolerance
+    # of a live lap against the same lap timed after the session (test_a_whole_track_day_headless)
+    live = [json.loads(ln) for ln in (tmp_path / "rec" / "laps.jsonl").read_text().splitlines()]
+    assert len(live) >= 2 and all(rec["track"] == name[1] for rec in live), live
+    got = session["laps"]
+    for rec in live:
+        same = [g for g in got if abs(g["end_s"] - rec["end_s"]) < LAP_TOLERANCE_S]
+        assert len(same) == 1, (rec, got)
+        assert abs(same[0]["time_s"] - rec["time_s"]) < LAP_TOLERANCE_S, (rec, same)
+        assert len(same[0]["sectors_s"]) == len(rec["sectors_s"]) == 0  # a laid line has no sectors
+    # the VBO export: the laid line's gate, not the configured circuit's
+    vbo = tmp_path / "run.vbo"
+    done = run_cli("export", str(recording), "-o", str(vbo))
+    assert done.returncode == 0, done.stderr
+    text = vbo.read_bytes().decode("latin-1")
+    (start,) = [ln for ln in text.split("\r\n") if ln.startswith("Start")]
+    mid_lat = (float(ends[1]) + float(ends[3])) / 2
+    mid_lon = (float(ends[2]) + float(ends[4])) / 2
+    assert abs(float(start.split()[2]) / 60 - mid_lat) < 1e-6, start
+    assert abs(-float(start.split()[1]) / 60 - mid_lon) < 1e-6, start

@@ -43,6 +43,8 @@ from wrtfd.tracks.circuit import (
     CircuitLine,
     circuit_metadata,
     circuits_in,
+    laid_line_note,
+    laid_name,
     line_across,
     pick_circuit,
 )
@@ -495,6 +497,9 @@ class GnssLapChannels:
         #: fix"`` or ``"laid across the car's heading by a mark"``.
         self.pick_listeners: list[Callable[[Circuit, str], None]] = [on_pick] if on_pick else []
         self._line_request: float | None = None
+        #: Markers to write into the recording, ``(session time s, note)``: a laid line
+        #: (:meth:`take_marks`, asked by the recorder after each frame block).
+        self._marks: list[tuple[float, str]] = []
         self._prev_fix: tuple[float, float, float, float | None, float | None] | None = None
         self.circuit: Circuit | None = None
         self.timer: GnssLapTimer | None = None
@@ -546,9 +551,17 @@ class GnssLapChannels:
             raise ValueError("a start/finish line is 1 to 500 m wide")
         self._line_request = width_m
 
-    def _lay_line(self, lat: float, lon: float) -> bool:
+    def take_marks(self) -> list[tuple[float, str]]:
+        """The markers asked for since the last call, ``(session time s, note)``: the recorder
+        writes them into the frames (a laid line, so the file being recorded keeps it)."""
+        out, self._marks = self._marks, []
+        return out
+
+    def _lay_line(self, lat: float, lon: float, time_s: float) -> bool:
         """The line between the previous fix and this one, across the step; timing starts again
-        against it with the crossing between the two fixes (lap 1 begins there)."""
+        against it with the crossing between the two fixes (lap 1 begins there). The line goes
+        into the recording as a marker at ``time_s`` (docs/circuits.md, "The circuit in the
+        file")."""
         width = self._line_request
         prev = self._prev_fix
         if width is None or prev is None:
@@ -560,8 +573,9 @@ class GnssLapChannels:
             return False  # not moving: wait for a fix that tells the heading
         self._line_request = None
         line = line_across(plane, float(px) / 2.0, float(py) / 2.0, hx, hy, width)
-        circuit = Circuit(f"start/finish marked at {lat:.5f}, {lon:.5f}", line, direction="right")
+        circuit = Circuit(laid_name(line), line, direction="right")
         self.use(circuit)
+        self._marks.append((time_s, laid_line_note(line)))
         assert self.timer is not None and self.plane is not None
         x0, y0 = self.plane.to_xy(prev[1], prev[2])
         self.timer.update(prev[0], float(x0), float(y0), prev[3], prev[4])
@@ -610,7 +624,7 @@ class GnssLapChannels:
         if t_fix is None:
             return self._last
         if self._line_request is not None:
-            self._lay_line(lat, lon)
+            self._lay_line(lat, lon, time_s)
         self._prev_fix = (t_fix, lat, lon, v_east, v_north)
         if self.timer is None and not self._pick(time_s, lat, lon):
             return self._last
