@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.e2e.test_daemon_harness import Daemon, free_port, recordings, run_cli, wait_for
@@ -347,6 +348,22 @@ def test_the_pages_start_finish_button_lays_a_line(tmp_path: Path, browser: Any)
         assert len(same) == 1, (rec, got)
         assert abs(same[0]["time_s"] - rec["time_s"]) < LAP_TOLERANCE_S, (rec, same)
         assert len(same[0]["sectors_s"]) == len(rec["sectors_s"]) == 0  # a laid line has no sectors
+    # a crash after the mark (the file cut in the middle of its last lap: no footers, a torn
+    # frame group) still gives the line and the laps before the cut: the marker is in the frames
+    crashed = tmp_path / "crashed.wrtf"
+    data = recording.read_bytes()
+    with Reader(recording) as r:  # 3 s into the last lap (frames after the first hold ticks)
+        sess = r.sessions[0]
+        k = int(np.searchsorted(r.frames(0)["tick"], round((got[-1]["start_s"] + 3.0) * r.rate_hz)))
+        cut = sess.frames_offset + k * r.schema.frame_size + r.schema.frame_size // 2
+    crashed.write_bytes(data[:cut])
+    done = run_cli("laps", str(crashed), "--json")
+    assert done.returncode == 0, done.stderr
+    torn = json.loads(done.stdout)
+    assert torn["circuit"] == name[1]
+    assert [g["time_s"] for g in torn["sessions"][0]["laps"]] == pytest.approx(
+        [g["time_s"] for g in got[:-1]], abs=LAP_TOLERANCE_S
+    )
     # the VBO export: the laid line's gate, not the configured circuit's
     vbo = tmp_path / "run.vbo"
     done = run_cli("export", str(recording), "-o", str(vbo))
