@@ -9,7 +9,9 @@ end_s, sectors_s}], best_lap, best_lap_s}]}`` (times in seconds from the session
 
 With ``--circuit`` (a circuit file or a track file laid on the globe) the laps are timed from the
 recorded GNSS fixes (latitude and longitude channels, NMEA or u-blox); a recording made with a
-circuit file keeps it in its metadata (``CircuitLines``), so the option is then not needed; else a
+circuit file keeps it in its metadata (``CircuitLines``), so the option is then not needed (a
+start/finish line laid by ``wrtfd mark --start-finish`` while recording, kept in a marker, comes
+first); else a
 GNSS recording is timed against the circuit (of ``--circuits`` or shipped) nearest its first fix,
 within 3 km, as the daemon picks one. GNSS laps
 add each lap's delta to the best and the theoretical best (the best sector times added up):

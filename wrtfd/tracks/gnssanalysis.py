@@ -20,7 +20,7 @@ from wrtfd.format.markers import markers_in
 from wrtfd.tracks.analysis import SessionLaps
 from wrtfd.tracks.circuit import Circuit, laid_circuit, recorded_circuit
 from wrtfd.tracks.geodesy import LocalPlane
-from wrtfd.tracks.gnsslaps import NO_FIX, find_gnss_source, gnss_session_laps, nearest_circuit
+from wrtfd.tracks.gnsslaps import NO_FIX, find_gnss_source, gnss_session_laps, has_gnss, nearest_circuit
 from wrtfd.tracks.laps import LapState
 
 __all__ = ["file_circuit", "gnss_map_xy", "gnss_plane", "gnss_session_analysis", "laid_circuit_in"]
@@ -98,7 +98,11 @@ def laid_circuit_in(reader: Any) -> Circuit | None:
     """The start/finish line last laid by a mark while ``reader``'s file was recorded (its
     marker, :data:`~wrtfd.tracks.circuit.LAID_LINE_PREFIX`), None if none was. Markers whose
     note was cut short (a torn end) are not read."""
-    notes = [m.note for i in range(len(reader.sessions)) for m in markers_in(reader.frames(i)) if m.complete]
+    notes = []
+    for i in range(len(reader.sessions)):
+        frames = reader.frames(i)
+        if has_gnss(frames):  # a game recording's note that looks like one is not one
+            notes += [m.note for m in markers_in(frames) if m.complete]
     return laid_circuit(notes)
 
 
