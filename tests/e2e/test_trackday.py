@@ -376,7 +376,8 @@ def test_the_pages_start_finish_button_lays_a_line(tmp_path: Path, browser: Any)
     assert abs(-float(start.split()[1]) / 60 - mid_lon) < 1e-6, start
 
 
-def test_a_pit_stop_flags_the_in_lap_and_the_out_lap(tmp_path: Path) -> None:
+@pytest.mark.allow_leaks  # Playwright's executor thread lives with the module's browser fixture
+def test_a_pit_stop_flags_the_in_lap_and_the_out_lap(tmp_path: Path, browser: Any) -> None:  # noqa: F811
     """The real daemon times a car that takes the pit lane at the end of lap 1 (``wrtfd simulate
     --pit-lap 1``) on road.trk's circuit with pit lines across that lane, the exit after the line:
     the page shows lap 1 as an in-lap while it is the last lap, the journal and the lap records
@@ -419,24 +420,32 @@ def test_a_pit_stop_flags_the_in_lap_and_the_out_lap(tmp_path: Path) -> None:
         f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
     )
     d = Daemon(tmp_path, config, status_port=status_port)
+    context = browser.new_context(viewport=PHONE, bypass_csp=True)
     try:
         assert sim.stdout is not None
         assert sim.stdout.readline().strip().startswith("/dev/")
         wait_for(link.exists, "the simulator's pty link")
         d.start()
         d.wait_ready()
-        shown = wait_for(
-            lambda: d.status()["recorder"]["laps_live"].get("laps", {}).get("last"),
-            "the first lap",
-            timeout_s=120.0,
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{status_port}/")
+        last_row = '[data-group="main"] .laprow.last .v'
+        page.wait_for_function(
+            f"(document.querySelector('{last_row}')?.textContent || '').includes('-lap')",
+            polling=100,
+            timeout=120_000,
         )
-        assert shown["number"] == 1 and shown["pit"] == "in", shown  # what the page shows
+        on_page = page.locator(last_row).inner_text()
+        shown = d.status()["recorder"]["laps_live"]["laps"]["last"]  # what the page is sent
+        assert shown["number"] == 1 and shown["pit"] == "in", shown
+        assert on_page.startswith(f"{_fmt_lap(shown['time_s'])} in-lap ("), on_page
         assert sim.wait(timeout=240) == 0, sim.communicate()[1]
         wait_for(lambda: d.status()["recorder"]["derived"]["laps"]["lap_count"] >= 3, "every lap timed")
         live = d.status()["recorder"]["laps_live"]["laps"]
         d.signal(signal.SIGTERM)
         assert d.wait_exit() == 0, d.stderr
     finally:
+        context.close()
         d.stop()
         if sim.poll() is None:
             sim.send_signal(signal.SIGTERM)
