@@ -405,14 +405,15 @@ def test_a_file_cut_short_is_read_as_far_as_its_frames_are_whole(
 
 
 def test_gnss_laps_and_their_frames(tmp_path: Path) -> None:
-    """A track day's GNSS recording (the circuit in its metadata): laps as ``wrtfd laps`` times
-    them and near the car's true ones; each frame's lap is the lap its time falls in."""
+    """A track day's GNSS recording (the circuit in its metadata, with pit lines; the car in the
+    pit lane at the end of lap 1): laps as ``wrtfd laps`` times them, its in-lap and out-lap
+    flagged, and near the car's true ones; each frame's lap is the lap its time falls in."""
     from tests.tracks.sim_recording import gnss_recording
 
     pytest.importorskip("pyproj")
     rec = tmp_path / "rec" / "kart-1"
     rec.mkdir(parents=True)
-    path, truth = gnss_recording(rec)
+    path, truth = gnss_recording(rec, pit_laps=(1,), pit_lines_m=(-100.0, 100.0))
     (rec / "sim.nmea").unlink()
     out = tmp_path / "ds"
     done = run("dataset", str(tmp_path / "rec"), "-o", str(out))
@@ -421,6 +422,7 @@ def test_gnss_laps_and_their_frames(tmp_path: Path) -> None:
     listed = _file_laps(path)
     assert [(row["session"], row["lap"]) for row in laps] == [(s, lap["lap"]) for s, lap in listed]
     assert [row["time_s"] for row in laps] == pytest.approx([lap["time_s"] for _, lap in listed], abs=1e-6)
+    assert [row["pit"] for row in laps] == [lap.get("pit") for _, lap in listed] == ["in", "out", None]
     true_times = {int(t["lap"]): float(t["time_s"]) for t in truth}  # type: ignore[call-overload, arg-type]
     for row in laps:
         assert row["time_s"] == pytest.approx(true_times[row["lap"]], abs=0.2)  # 10 Hz fixes, 1 m of error

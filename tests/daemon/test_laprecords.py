@@ -12,7 +12,9 @@ from wrtfd.recorder.observe import FileOpened, LapCompleted
 START_US = 1_795_000_000_000_000
 
 
-def lap(n: int, start_s: float, end_s: float, session_us: int = START_US) -> LapCompleted:
+def lap(
+    n: int, start_s: float, end_s: float, session_us: int = START_US, pit: str | None = None
+) -> LapCompleted:
     return LapCompleted(
         group="main",
         lap=n,
@@ -25,6 +27,7 @@ def lap(n: int, start_s: float, end_s: float, session_us: int = START_US) -> Lap
         session_start_us=session_us,
         wall_us=session_us + round(end_s * 1e6),
         info=(("car", "GT3"), ("driver", "Ada"), ("track", "Oval")),
+        pit=pit,
     )
 
 
@@ -36,7 +39,7 @@ def test_records_name_the_file_and_session_and_a_torn_line_is_left_alone(tmp_pat
     book.notify(lap(1, 10.0, 40.5))
     book.notify(lap(1, 5.0, 35.0, session_us=START_US + 100_000_000))  # the file's second session
     book.notify(FileOpened("main", str(tmp_path / "b.wrtf"), START_US + 200_000_000))
-    book.notify(lap(2, 35.0, 66.0, session_us=START_US + 200_000_000))
+    book.notify(lap(2, 35.0, 66.0, session_us=START_US + 200_000_000, pit="in"))  # into the pit lane
     # rotated in the middle of that session (rotate_s): its next lap is in c.wrtf's session 0
     book.notify(FileOpened("main", str(tmp_path / "c.wrtf"), START_US + 260_000_000, "rotate"))
     book.notify(lap(3, 66.0, 97.0, session_us=START_US + 200_000_000))
@@ -64,6 +67,7 @@ def test_records_name_the_file_and_session_and_a_torn_line_is_left_alone(tmp_pat
         "time_s": 30.5,
         "sectors_s": [1.0, 2.0, 27.5],
         "valid": None,
+        "pit": None,
         "conditions": None,
         "file": "a.wrtf",
         "session": 0,
@@ -75,5 +79,6 @@ def test_records_name_the_file_and_session_and_a_torn_line_is_left_alone(tmp_pat
         "wall_us": START_US + 40_500_000,
         "wrtfd": __version__,
     }
+    assert [r["pit"] for r in records] == [None, None, "in", None]
     assert len({r["id"] for r in records}) == 4
     assert book.records == 4 and book.errors == 0

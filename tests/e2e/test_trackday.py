@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.e2e.test_daemon_harness import Daemon, free_port, recordings, run_cli, wait_for
@@ -239,7 +240,10 @@ def test_a_whole_track_day_headless(tmp_path: Path, browser: Any) -> None:  # no
 def test_the_pages_start_finish_button_lays_a_line(tmp_path: Path, browser: Any) -> None:  # noqa: F811
     """No circuit near (the one given is 10 km away): the page's SET START/FINISH button, pressed
     while the car drives, lays a line where the car is; the journal and the page say so, and the
-    next lap is timed against it."""
+    next lap is timed against it. The file being recorded was opened before (its metadata has
+    the configured circuit) but keeps the line in a marker: ``wrtfd laps FILE`` times its laps
+    against it, the laps the daemon timed live (its lap records), and the VBO export has its
+    gate."""
     (tmp_path / "far.json").write_text(
         json.dumps(
             {
@@ -305,8 +309,8 @@ def test_the_pages_start_finish_button_lays_a_line(tmp_path: Path, browser: Any)
         )
         assert page.locator("#markmsg").inner_text() == "start/finish line asked of gps"
         wait_for(
-            lambda: d.status()["recorder"]["derived"]["laps"]["lap_count"] >= 1,
-            "a lap timed against the laid line",
+            lambda: d.status()["recorder"]["derived"]["laps"]["lap_count"] >= 2,
+            "two laps timed against the laid line",
             timeout_s=120.0,
         )
         d.signal(signal.SIGTERM)
@@ -317,12 +321,158 @@ def test_the_pages_start_finish_button_lays_a_line(tmp_path: Path, browser: Any)
         if sim.poll() is None:
             sim.send_signal(signal.SIGTERM)
         sim.wait(timeout=20)
-    # the file was open before the line was laid: its metadata keeps the configured circuit (the
-    # laid line reaches files opened later); the press is a marker in it
+    # the file was open before the line was laid: its metadata keeps the configured circuit; the
+    # press is a marker in it, and so is the line laid, which `wrtfd laps` times against
+    name = re.search(r"circuit (start/finish marked at .*) laid across", laid)
+    assert name is not None
     (recording,) = recordings(tmp_path / "rec")
     with Reader(recording) as r:
         assert r.metadata["Circuit"] == "Faraway"
+    assert run_cli("validate", str(recording)).returncode == 0
+    done = run_cli("laps", str(recording), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["circuit"] == name[1]
+    (session,) = report["sessions"]
+    notes = [m["note"] for m in session["markers"]]
+    assert notes[0] == "start/finish" and len(notes) == 2, notes
+    ends = re.fullmatch(r"start/finish line (44\.\d{7}),(2\.\d{7}) (44\.\d{7}),(2\.\d{7})", notes[1])
+    assert ends is not None, notes
+    # the daemon's laps (one record each), every one of them in the file's laps, to the tolerance
+    # of a live lap against the same lap timed after the session (test_a_whole_track_day_headless)
+    live = [json.loads(ln) for ln in (tmp_path / "rec" / "laps.jsonl").read_text().splitlines()]
+    assert len(live) >= 2 and all(rec["track"] == name[1] for rec in live), live
+    got = session["laps"]
+    for rec in live:
+        same = [g for g in got if abs(g["end_s"] - rec["end_s"]) < LAP_TOLERANCE_S]
+        assert len(same) == 1, (rec, got)
+        assert abs(same[0]["time_s"] - rec["time_s"]) < LAP_TOLERANCE_S, (rec, same)
+        assert len(same[0]["sectors_s"]) == len(rec["sectors_s"]) == 0  # a laid line has no sectors
+    # a crash after the mark (the file cut in the middle of its last lap: no footers, a torn
+    # frame group) still gives the line and the laps before the cut: the marker is in the frames
+    crashed = tmp_path / "crashed.wrtf"
+    data = recording.read_bytes()
+    with Reader(recording) as r:  # 3 s into the last lap (frames after the first hold ticks)
+        sess = r.sessions[0]
+        k = int(np.searchsorted(r.frames(0)["tick"], round((got[-1]["start_s"] + 3.0) * r.rate_hz)))
+        cut = sess.frames_offset + k * r.schema.frame_size + r.schema.frame_size // 2
+    crashed.write_bytes(data[:cut])
+    done = run_cli("laps", str(crashed), "--json")
+    assert done.returncode == 0, done.stderr
+    torn = json.loads(done.stdout)
+    assert torn["circuit"] == name[1]
+    assert [g["time_s"] for g in torn["sessions"][0]["laps"]] == pytest.approx(
+        [g["time_s"] for g in got[:-1]], abs=LAP_TOLERANCE_S
+    )
+    # the VBO export: the laid line's gate, not the configured circuit's
+    vbo = tmp_path / "run.vbo"
+    done = run_cli("export", str(recording), "-o", str(vbo))
+    assert done.returncode == 0, done.stderr
+    text = vbo.read_bytes().decode("latin-1")
+    (start,) = [ln for ln in text.split("\r\n") if ln.startswith("Start")]
+    mid_lat = (float(ends[1]) + float(ends[3])) / 2
+    mid_lon = (float(ends[2]) + float(ends[4])) / 2
+    assert abs(float(start.split()[2]) / 60 - mid_lat) < 1e-6, start
+    assert abs(-float(start.split()[1]) / 60 - mid_lon) < 1e-6, start
+
+
+@pytest.mark.allow_leaks  # Playwright's executor thread lives with the module's browser fixture
+def test_a_pit_stop_flags_the_in_lap_and_the_out_lap(tmp_path: Path, browser: Any) -> None:  # noqa: F811
+    """The real daemon times a car that takes the pit lane at the end of lap 1 (``wrtfd simulate
+    --pit-lap 1``) on road.trk's circuit with pit lines across that lane, the exit after the line:
+    the page shows lap 1 as an in-lap while it is the last lap, the journal and the lap records
+    flag laps 1 and 2, lap 3 (the only flying lap) is the best and the delta's reference, and
+    ``wrtfd laps FILE`` flags the same laps."""
+    import dataclasses
+
+    from wrtfd.simulate.gnss import pit_lane_lines
+    from wrtfd.tracks import LanePath, load_track
+    from wrtfd.tracks.circuit import circuit_from_track, circuit_to_dict
+    from wrtfd.tracks.geodesy import track_plane
+
+    track = load_track(ROAD)
+    plane = track_plane(track.extensions)
+    assert plane is not None
+    entry, exit_ = pit_lane_lines(LanePath(track), plane, entry_m=-100.0, exit_m=100.0)
+    circuit = dataclasses.replace(
+        circuit_from_track(track), name="Hillside with pits", pit_entry=entry, pit_exit=exit_
+    )
+    (tmp_path / "pits.json").write_text(json.dumps(circuit_to_dict(circuit)))
+    link = tmp_path / "gnss"
+    truth_file = tmp_path / "truth.json"
+    sim = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "wrtfd", "simulate", "--protocol", "ubx", "--pty", "--track", str(ROAD)),
+            *("--link", str(link), "--laps", "3", "--seed", "3", "--speed-scale", "6", "--wait", "60"),
+            *("--pit-lap", "1", "--truth", str(truth_file), "--noise-m", "1", "--noise-tau-s", "0.04"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    status_port = free_port()
+    out = tmp_path / "rec"
+    config = (
+        f'[[sources]]\nkind = "serial"\nname = "gps"\nprotocol = "ubx"\ndevice = "{link}"\n'
+        'baudrate = 9600\ncircuit = "pits.json"\n'
+        "[sources.ubx]\nrate_hz = 25\nbaud = 115200\nnmea_off = true\n"
+        f'[recorder]\noutput_dir = "{out}"\nrate_hz = 50\nclock = "source"\nsession_idle_s = 120\n'
+        f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
+    )
+    d = Daemon(tmp_path, config, status_port=status_port)
+    context = browser.new_context(viewport=PHONE, bypass_csp=True)
+    try:
+        assert sim.stdout is not None
+        assert sim.stdout.readline().strip().startswith("/dev/")
+        wait_for(link.exists, "the simulator's pty link")
+        d.start()
+        d.wait_ready()
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{status_port}/")
+        last_row = '[data-group="main"] .laprow.last .v'
+        page.wait_for_function(
+            f"(document.querySelector('{last_row}')?.textContent || '').includes('-lap')",
+            polling=100,
+            timeout=120_000,
+        )
+        on_page = page.locator(last_row).inner_text()
+        shown = d.status()["recorder"]["laps_live"]["laps"]["last"]  # what the page is sent
+        assert shown["number"] == 1 and shown["pit"] == "in", shown
+        assert on_page.startswith(f"{_fmt_lap(shown['time_s'])} in-lap ("), on_page
+        assert sim.wait(timeout=240) == 0, sim.communicate()[1]
+        wait_for(lambda: d.status()["recorder"]["derived"]["laps"]["lap_count"] >= 3, "every lap timed")
+        live = d.status()["recorder"]["laps_live"]["laps"]
+        d.signal(signal.SIGTERM)
+        assert d.wait_exit() == 0, d.stderr
+    finally:
+        context.close()
+        d.stop()
+        if sim.poll() is None:
+            sim.send_signal(signal.SIGTERM)
+        sim.wait(timeout=20)
+    want = json.loads(truth_file.read_text())["laps"]
+    assert live["best"]["number"] == 3 and "pit" not in live["best"], live
+    assert live["reference"]["number"] == 3, live  # the delta's session reference
+    assert abs(live["best"]["time_s"] - want[2]["time_s"]) < LAP_TOLERANCE_S
+    journal = [ln for ln in d.stderr.splitlines() if re.search(r"lap \d completed in group main", ln)]
+    assert len(journal) == 3, journal
+    assert journal[0].endswith(", in-lap (through the pit lane)"), journal
+    assert journal[1].endswith(", out-lap (through the pit lane)"), journal
+    assert "pit lane" not in journal[2], journal
+    records = [json.loads(ln) for ln in (out / "laps.jsonl").read_text().splitlines()]
+    assert [(r["lap"], r["pit"], r["valid"]) for r in records] == [
+        (1, "in", None),
+        (2, "out", None),
+        (3, None, None),
+    ]
+    # timed as any lap; lap 1 begins 3 s after the car set off, the filter only 3 s old (it
+    # averages ~30 s): 8.5-14.6 ms measured over three runs, so the sector bound
+    for r, w in zip(records, want, strict=True):
+        bound = SECTOR_TOLERANCE_S if r["lap"] == 1 else LAP_TOLERANCE_S
+        assert abs(r["time_s"] - w["time_s"]) < bound, (r, w)
+    (recording,) = recordings(out)
     done = run_cli("laps", str(recording), "--json")
     assert done.returncode == 0, done.stderr
     (session,) = json.loads(done.stdout)["sessions"]
-    assert [m["note"] for m in session["markers"]] == ["start/finish"]
+    assert [(lap["lap"], lap.get("pit")) for lap in session["laps"]] == [(1, "in"), (2, "out"), (3, None)]
+    assert session["best_lap"] == 3

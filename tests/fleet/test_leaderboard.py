@@ -47,6 +47,24 @@ def test_best_per_driver_gaps_and_theoretical_bests() -> None:
     assert board.invalid == 1
 
 
+def test_pit_laps_never_count() -> None:
+    """An in-lap or out-lap (GNSS laps on a circuit with pit lines) is never on the board, even
+    a faster one (a pit lane that cuts a corner), nor in the theoretical best."""
+    records = [
+        rec("Ada", 30.0, [10.0, 10.0, 10.0]),
+        rec("Ada", 28.0, [9.0, 9.0, 10.0], pit="in"),
+        rec("Bob", 27.0, [9.0, 9.0, 9.0], pit="out"),
+        rec("Bob", 29.5, [9.5, 10.0, 10.0], pit=None),
+    ]
+    for board in (
+        leaderboard(records, track="Oval"),
+        leaderboard(records, track="Oval", include_invalid=True),
+    ):
+        assert [(r.driver, r.best_s, r.laps) for r in board.rows] == [("Bob", 29.5, 1), ("Ada", 30.0, 1)]
+        assert board.theoretical_s == pytest.approx(29.5)
+        assert board.pit == 2 and board.invalid == 0
+
+
 def test_invalid_laps_count_only_when_asked() -> None:
     records = [
         rec("Ada", 30.0, [10.0, 10.0, 10.0]),

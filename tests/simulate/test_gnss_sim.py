@@ -312,3 +312,41 @@ def test_offline_epochs_straddle_the_true_crossings(road: tuple[LanePath, Drive,
             i = int(np.searchsorted(utc, crossing_ns))  # the first fix at or after the crossing
             assert along[i - 1] > path.length_m - 5.0  # just before the line (end of the lap)
             assert along[i] < 5.0  # just after it
+
+
+def test_the_pit_lane_is_beside_the_track_and_its_velocity_that_of_the_path(
+    road: tuple[LanePath, Drive, tuple[float, ...]],
+) -> None:
+    """``pit_laps=(1,)``: around the line at the end of lap 1 the car is 12 m right of the lane
+    (the heading turned right), elsewhere on it; the same true laps; the velocity adds up to the
+    distance between positions through the pit lane too; the pit lines lie across that lane."""
+    from wrtfd.simulate.gnss import PIT_OFFSET_M, pit_lane_lines
+
+    path, plain, sectors = road
+    pits = Drive(path, plain.plane, laps=2, seed=7, sectors_m=sectors, pit_laps=(1,))
+    assert pits.laps == plain.laps
+    line_t = plain.laps[0].end_s
+    x, z, *_ = pits.at(line_t)
+    x0, z0, _, _, ve, vn, _ = plain.at(line_t)
+    hx, hz = ve / math.hypot(ve, vn), vn / math.hypot(ve, vn)
+    assert (x - x0) == pytest.approx(PIT_OFFSET_M * hz, abs=0.01)
+    assert (z - z0) == pytest.approx(-PIT_OFFSET_M * hx, abs=0.01)
+    for t in (plain.laps[0].start_s + 10.0, plain.laps[1].end_s):  # far from the pit lane
+        assert pits.at(t)[:2] == plain.at(t)[:2]
+    ts = np.arange(line_t - 12.0, line_t + 12.0, 0.01)
+    pos = np.array([pits.at(float(t))[:2] for t in ts])
+    speed = np.array([pits.at(float(t))[3] for t in ts])
+    ground = float(np.sum(np.hypot(*np.diff(pos, axis=0).T)))
+    assert ground == pytest.approx(float(np.sum(0.5 * (speed[1:] + speed[:-1]) * 0.01)), rel=1e-3)
+    lateral = np.hypot(
+        pos[:, 0] - np.array([plain.at(float(t))[0] for t in ts]),
+        pos[:, 1] - np.array([plain.at(float(t))[1] for t in ts]),
+    )
+    assert lateral.max() == pytest.approx(PIT_OFFSET_M, abs=0.05) and lateral[0] < lateral.max()
+    entry, exit_ = pit_lane_lines(path, plain.plane, entry_m=-100.0, exit_m=100.0)
+    for line, s in ((entry, -100.0), (exit_, 100.0)):
+        mx, mz = plain.plane.to_xy(*line.middle)
+        px, _, pz = path.point_at(s % path.length_m)
+        assert math.hypot(float(mx) - px, float(mz) - pz) == pytest.approx(PIT_OFFSET_M, abs=0.01)
+    with pytest.raises(ValueError):
+        pit_lane_lines(path, plain.plane, entry_m=-150.0, exit_m=100.0)  # beyond the lane

@@ -124,3 +124,28 @@ def test_pick_by_position() -> None:
     assert hill is not None and hill[0].name == "Hillside" and hill[1] < 1.0
     assert pick_circuit(0.0, 0.0, library) is None
     assert math.isfinite(distance_m(ra.start.a, ra.start.b))
+
+
+def test_a_laid_line_in_a_marker_note() -> None:
+    """The note the recorder writes when a mark lays a line holds the line to 1 cm (7 decimals),
+    fits a marker's 64 bytes even at the longest coordinates (fewer decimals there), and reads
+    back as the circuit the plug-in timed against; notes that only look like one are not one."""
+    from wrtfd.format.markers import NOTE_BYTES, clean_note
+    from wrtfd.tracks.circuit import CircuitLine, laid_circuit, laid_line_note, laid_name
+
+    line = CircuitLine((44.90013512345, 2.49999912345), (44.89986512345, 2.50000112345))
+    note = laid_line_note(line)
+    assert note == "start/finish line 44.9001351,2.4999991 44.8998651,2.5000011"
+    assert clean_note(note) == note  # stored as it is
+    back = laid_circuit(["start/finish", note])
+    assert back is not None and back.direction == "right" and back.sectors == ()
+    assert back.start.a == (44.9001351, 2.4999991) and back.start.b == (44.8998651, 2.5000011)
+    assert back.name == laid_name(line) == "start/finish marked at 44.90000, 2.50000"
+    worst = CircuitLine((-44.9001351, -179.9999991), (-44.8998651, -179.9999981))
+    assert len(laid_line_note(worst).encode()) <= NOTE_BYTES
+    assert laid_circuit([laid_line_note(worst)]) is not None
+    # the last laid line wins; damaged or impossible ones are skipped
+    other = CircuitLine((44.91, 2.5), (44.9102, 2.5))
+    picked = laid_circuit([note, laid_line_note(other), "start/finish line 44.9,2.5 44.9,2.5"])
+    assert picked is not None and picked.start.a == (44.91, 2.5)
+    assert laid_circuit(["start/finish line 44.9,2.5 99.0,2.5", note[:-3] + "x", "note"]) is None

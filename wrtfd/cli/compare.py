@@ -85,7 +85,7 @@ def load_lap(
             if track is None and _gnss_only(frames, source):
                 from wrtfd.tracks.gnssanalysis import file_circuit, gnss_plane, gnss_session_analysis
 
-                against = circuit or file_circuit(r.metadata, frames, source, str(ref.path))
+                against = circuit or file_circuit(r.metadata, frames, source, str(ref.path), r)
                 where = plane or gnss_plane(frames, source, against)
                 if against is not None:
                     laps = gnss_session_analysis(frames, times, against, source=source)
@@ -138,7 +138,9 @@ def _plane_of(ref: LapRef, source: str | None, circuit: Any) -> Any:
             return None
         from wrtfd.tracks.gnssanalysis import file_circuit, gnss_plane
 
-        return gnss_plane(frames, source, circuit or file_circuit(r.metadata, frames, source, str(ref.path)))
+        return gnss_plane(
+            frames, source, circuit or file_circuit(r.metadata, frames, source, str(ref.path), r)
+        )
 
 
 def _run(args: argparse.Namespace) -> int:

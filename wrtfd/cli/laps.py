@@ -9,11 +9,16 @@ end_s, sectors_s}], best_lap, best_lap_s}]}`` (times in seconds from the session
 
 With ``--circuit`` (a circuit file or a track file laid on the globe) the laps are timed from the
 recorded GNSS fixes (latitude and longitude channels, NMEA or u-blox); a recording made with a
-circuit file keeps it in its metadata (``CircuitLines``), so the option is then not needed; else a
+circuit file keeps it in its metadata (``CircuitLines``), so the option is then not needed (a
+start/finish line laid by ``wrtfd mark --start-finish`` while recording, kept in a marker, comes
+first); else a
 GNSS recording is timed against the circuit (of ``--circuits`` or shipped) nearest its first fix,
 within 3 km, as the daemon picks one. GNSS laps
 add each lap's delta to the best and the theoretical best (the best sector times added up):
-``delta_s`` per lap, ``theoretical_best_s`` per session in the JSON.
+``delta_s`` per lap, ``theoretical_best_s`` per session in the JSON. On a circuit with pit-lane
+lines, a lap through the pit lane is listed with ``pit``: ``"in"``, ``"out"`` or ``"in-out"``
+(``in-lap`` etc. in the table) and is never the best lap nor counted in the theoretical best
+(docs/circuits.md, "Pit lane").
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ __all__ = ["format_lap_time", "register", "theoretical_best"]
 
 
 def theoretical_best(laps: list[dict[str, Any]]) -> float | None:
-    """The best time of each sector added up, over the laps with all their sector times."""
-    full = [lap["sectors_s"] for lap in laps if lap["sectors_s"]]
+    """The best time of each sector added up, over the laps with all their sector times (pit
+    laps left out)."""
+    full = [lap["sectors_s"] for lap in laps if lap["sectors_s"] and lap.get("pit") is None]
     n = max((len(s) for s in full), default=0)
     full = [s for s in full if len(s) == n]
     if not full or n < 2:
@@ -93,10 +99,12 @@ def _run(args: argparse.Namespace) -> int:
                     "start_s": lap.start_s,
                     "end_s": lap.end_s,
                     "sectors_s": list(lap.sector_times_s),
+                    **({"pit": lap.pit} if lap.pit is not None else {}),
                 }
                 for lap in found_laps
             ]
-            best = min(laps, key=lambda lap: float(lap["time_s"])) if laps else None
+            racing = [lap for lap in laps if "pit" not in lap]
+            best = min(racing, key=lambda lap: float(lap["time_s"])) if racing else None
             for lap in laps:
                 lap["delta_s"] = round(float(lap["time_s"]) - float(best["time_s"]), 3) if best else None
             theoretical = theoretical_best(laps)
@@ -149,11 +157,12 @@ def _run(args: argparse.Namespace) -> int:
         head = "  lap      time     delta" + "".join(f"  {'S' + str(k + 1):>9}" for k in range(nsec))
         out.write(head + "\n")
         for lap in laps:
-            mark = " *" if lap["lap"] == sess["best_lap"] else ""
+            mark = " *" if lap["lap"] == sess["best_lap"] else f"  {lap['pit']}-lap" if "pit" in lap else ""
             secs = "".join(f"  {format_lap_time(s):>9}" for s in lap["sectors_s"])
-            delta = f"{lap['delta_s']:+.3f}"
+            delta = "" if lap["delta_s"] is None else f"{lap['delta_s']:+.3f}"
             out.write(f"  {lap['lap']:>3}  {format_lap_time(lap['time_s']):>8}  {delta:>8}{secs}{mark}\n")
-        out.write(f"  best: lap {sess['best_lap']} {format_lap_time(sess['best_lap_s'])}\n")
+        if sess["best_lap"] is not None:
+            out.write(f"  best: lap {sess['best_lap']} {format_lap_time(sess['best_lap_s'])}\n")
         if sess["theoretical_best_s"] is not None:
             out.write(f"  theoretical best (best sectors): {format_lap_time(sess['theoretical_best_s'])}\n")
     return 0

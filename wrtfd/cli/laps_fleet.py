@@ -81,6 +81,7 @@ def leaderboard_command(args: argparse.Namespace) -> int:
             "theoretical_best_s": board.theoretical_s,
             "skipped_records": board.skipped,
             "invalid_laps_left_out": board.invalid,
+            "pit_laps_left_out": board.pit,
             "drivers": [
                 {
                     "driver": r.driver,
@@ -114,6 +115,8 @@ def leaderboard_command(args: argparse.Namespace) -> int:
         out.write(f"  team's theoretical best (best sectors): {format_lap_time(board.theoretical_s)}\n")
     if board.invalid:
         out.write(f"  {board.invalid} invalid lap(s) left out (--include-invalid counts them)\n")
+    if board.pit:
+        out.write(f"  {board.pit} in- or out-lap(s) left out\n")
     return 0
 
 

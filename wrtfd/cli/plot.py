@@ -72,7 +72,7 @@ def _run(args: argparse.Namespace) -> int:
                 circuit = (
                     load_circuit(args.circuit)
                     if args.circuit
-                    else file_circuit(r.metadata, frames, args.source, str(args.file))
+                    else file_circuit(r.metadata, frames, args.source, str(args.file), r)
                 )
         name = track.name if track else (circuit.name if circuit else "")
         title = f"{args.file.name} session {session}" + (f" - {name}" if name else "")

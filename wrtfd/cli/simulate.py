@@ -108,6 +108,15 @@ def register(subparsers: Any) -> None:
     )
     gnss.add_argument("--hold", type=float, default=1.0, help="s to keep sending after the drive (default 1)")
     gnss.add_argument(
+        "--pit-lap",
+        type=int,
+        action="append",
+        default=[],
+        metavar="N",
+        help="take the pit lane (12 m right of the track, 160 m either side of the line) at the end"
+        " of lap N (repeatable; docs/circuits.md, Pit lane)",
+    )
+    gnss.add_argument(
         "--refuse",
         action="append",
         default=[],
@@ -474,7 +483,9 @@ def _gnss(args: argparse.Namespace) -> int:
         )
     path = LanePath(track, args.lane)
     sectors = timing_sectors(track, path)
-    drive = Drive(path, plane, laps=args.laps, seed=args.seed, sectors_m=sectors)
+    drive = Drive(
+        path, plane, laps=args.laps, seed=args.seed, sectors_m=sectors, pit_laps=tuple(args.pit_lap)
+    )
     errors = GnssErrors(
         seed=args.seed,
         noise_m=args.noise_m,

@@ -153,6 +153,8 @@ def describe(event: RecordingEvent) -> tuple[int, str, str] | None:
             text += f" (sectors {', '.join(format_lap_time(s) for s in event.sectors_s)})"
         if event.valid is False:
             text += ", invalid (the game says)"
+        if event.pit is not None:
+            text += f", {event.pit}-lap (through the pit lane)"
     elif isinstance(event, MarkerAdded):
         key = f"marker:{event.group}"
         text = f"marker in group {event.group} at tick {event.tick}" + (

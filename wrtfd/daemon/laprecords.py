@@ -55,6 +55,7 @@ def lap_record(ev: LapCompleted, *, rig: str, file: str | None, session: int | N
         "time_s": round(ev.time_s, 6),
         "sectors_s": [round(s, 6) for s in ev.sectors_s],
         "valid": ev.valid,
+        "pit": ev.pit,
         "conditions": None if ev.conditions is None else dict(ev.conditions),
         "file": file,
         "session": session,

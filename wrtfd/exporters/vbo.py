@@ -31,6 +31,7 @@ from wrtfd.exporters.summary import ExportSummary, FramesProgress
 from wrtfd.format.export import export_frames, select_sessions
 from wrtfd.format.reader import Reader, ticks_to_time_us
 from wrtfd.tracks.circuit import circuit_gates, recorded_circuit
+from wrtfd.tracks.gnssanalysis import laid_circuit_in
 from wrtfd.vbo.reader import VboChannel, VboGate, read_gate
 from wrtfd.vbo.writer import STANDARD, write_vbo
 
@@ -67,6 +68,14 @@ def gnss_source(reader: Reader, what: str) -> tuple[str | None, list[Channel]]:
 
 
 def _gates(reader: Reader) -> list[VboGate]:
+    """The gates of the line a mark laid while recording (its marker), else the file's own
+    ``vbo.laptiming``, else those of the circuit in its metadata."""
+    try:
+        laid = laid_circuit_in(reader)
+    except TrackError:
+        laid = None
+    if laid is not None:
+        return circuit_gates(laid)
     text = reader.metadata.get("vbo.laptiming", "")
     gates = []
     for line in text.splitlines():

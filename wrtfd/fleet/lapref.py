@@ -255,7 +255,9 @@ class BestLapUploader:
     def consider(self, record: Mapping[str, Any]) -> bool:
         """A lap record this rig sent; True when it is a new best to put."""
         t = _good_time(record)
-        if t is None or record.get("valid") is False or not record.get("track") or not record.get("id"):
+        if t is None or record.get("valid") is False or record.get("pit") is not None:
+            return False
+        if not record.get("track") or not record.get("id"):
             return False
         if not isinstance(record.get("file"), str) or not isinstance(record.get("session"), int):
             return False

@@ -3,7 +3,8 @@
 Records are untrusted (any client can write the bucket): every field is checked and a record
 that is not a lap (no positive finite time, sectors that are not numbers) is skipped and counted.
 A lap the source marked invalid (``valid: false``) counts only with ``include_invalid``; unknown
-validity (``null``) always counts.
+validity (``null``) always counts. A lap through the pit lane (``pit``: ``"in"``, ``"out"``,
+``"in-out"``, GNSS laps on a circuit with pit lines) never counts.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class Board:
     skipped: int = 0
     #: Laps left out because the source marked them invalid (0 with ``include_invalid``).
     invalid: int = 0
+    #: Laps left out because they went through the pit lane (in-laps, out-laps).
+    pit: int = 0
 
 
 def _text(value: object) -> str | None:
@@ -92,6 +95,9 @@ def leaderboard(
             continue
         if rec.get("valid") is False and not include_invalid:
             board.invalid += 1
+            continue
+        if rec.get("pit") is not None:
+            board.pit += 1
             continue
         per.setdefault(who, []).append((lap[0], lap[1], rec))
     rows = []

@@ -30,7 +30,7 @@ MAX_TEAM_RECORDS = 50_000
 MAX_FETCH = 2_000
 #: Names shown on the panel are cut to this many characters (records come from any client).
 MAX_NAME = 48
-_KEEP = ("rig", "driver", "car", "track", "time_s", "sectors_s", "valid", "lap", "id")
+_KEEP = ("rig", "driver", "car", "track", "time_s", "sectors_s", "valid", "pit", "lap", "id")
 
 
 def compact(doc: Mapping[str, Any]) -> dict[str, Any]:

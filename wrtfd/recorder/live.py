@@ -439,6 +439,7 @@ class LiveRecorder:
                     wall_us=start_us + round(end_s * 1e6),
                     valid=valid,
                     info=info,
+                    pit=getattr(lap, "pit", None),
                     conditions=None if not conditions else tuple(sorted(conditions.items())),
                 )
             )

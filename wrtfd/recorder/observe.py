@@ -148,6 +148,8 @@ class LapCompleted:
     wall_us: int
     valid: bool | None = None
     info: tuple[tuple[str, str], ...] = ()
+    #: A GNSS lap through the pit lane: ``"in"``, ``"out"`` or ``"in-out"`` (None: on the track).
+    pit: str | None = None
     #: Weather and temperatures over the lap where the source gives them (None: it does not).
     conditions: tuple[tuple[str, str | float], ...] | None = None
 

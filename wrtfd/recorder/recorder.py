@@ -364,6 +364,7 @@ class Recorder:
                 frames = ev.frames
                 if self.derived:
                     self._derive(frames)
+                    self._plugin_marks()
                     if self.collect_laps:
                         self._look_for_laps()
                 marks = self.markers.stamp(frames)
@@ -482,6 +483,22 @@ class Recorder:
             if watch and not self._metadata_awaited():
                 self._meta_tick = int(ticks[i])
                 watch = False
+
+    def _plugin_marks(self) -> None:
+        """Markers a plug-in asks for (``take_marks()``: the GNSS lap plug-in's laid line), at
+        the tick of the frame it asked at; the stamper writes them into this block on."""
+        for d in self.derived:
+            take = getattr(d, "take_marks", None)
+            if take is None:
+                continue
+            try:
+                asked = list(take())
+            except Exception:  # a plug-in's bug must not stop the recording
+                self.derived_errors += 1
+                continue
+            for time_s, note in asked:
+                tick = max(0, round(float(time_s) * self._rate))
+                self.markers.request(tick, self._live_start_us + round(float(time_s) * 1e6), str(note))
 
     def _look_for_laps(self) -> None:
         """New entries in a plug-in's ``laps`` (LapChannels, the GNSS lap channels): one look

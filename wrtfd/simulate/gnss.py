@@ -30,6 +30,7 @@ import numpy as np
 
 from wrtfd.decoders.ubx import ACK_ACK, ACK_NAK, MON_VER, NAV_PVT, frame_ubx
 from wrtfd.simulate.car import Simulation
+from wrtfd.tracks.circuit import CircuitLine, line_across
 from wrtfd.tracks.geodesy import LocalPlane
 from wrtfd.tracks.geometry import LanePath
 
@@ -44,6 +45,7 @@ __all__ = [
     "ground_factor",
     "nav_pvt_frame",
     "nmea_epoch",
+    "pit_lane_lines",
     "truth_laps",
 ]
 
@@ -87,6 +89,62 @@ class Fix:
 GEOID_SEP_M = 48.0
 
 
+#: The simulated pit lane: beside the track (metres to the right of lane 0, negative: left), from
+#: PIT_SPAN_M before the start/finish line to PIT_SPAN_M after it, reached and left over
+#: PIT_RAMP_M.
+PIT_OFFSET_M = 12.0
+PIT_SPAN_M = 160.0
+PIT_RAMP_M = 40.0
+
+
+def _take_pit_lane(table: np.ndarray, lap_m: float, pit_laps: tuple[int, ...], offset_m: float) -> None:
+    """Move the car (columns t, x, y, z, speed, hx, hz, progress) into the pit lane at the end
+    of each of ``pit_laps``; its velocity becomes that of the moved path (a receiver's Doppler
+    velocity is the derivative of its positions)."""
+    t, x, z, prog = table[:, 0], table[:, 1], table[:, 3], table[:, 7]
+    hx, hz = table[:, 5].copy(), table[:, 6].copy()
+    side = np.zeros(len(t))
+    for n in pit_laps:
+        d = np.abs(prog - n * lap_m)  # from the line at the end of lap n
+        ramp = np.clip((PIT_SPAN_M - d) / PIT_RAMP_M, 0.0, 1.0)
+        side = np.maximum(side, ramp * ramp * (3.0 - 2.0 * ramp))  # smoothstep
+    moved = side > 0.0
+    if not moved.any():
+        return
+    x += offset_m * side * hz  # the heading turned right: (hz, -hx)
+    z -= offset_m * side * hx
+    vx, vz = np.gradient(x, t), np.gradient(z, t)
+    v = np.hypot(vx, vz)
+    ok = moved & (v > 0.01)
+    table[ok, 4] = v[ok]
+    table[ok, 5] = vx[ok] / v[ok]
+    table[ok, 6] = vz[ok] / v[ok]
+
+
+def pit_lane_lines(
+    path: LanePath,
+    plane: LocalPlane,
+    *,
+    entry_m: float,
+    exit_m: float,
+    offset_m: float = PIT_OFFSET_M,
+    width_m: float = 8.0,
+) -> tuple[CircuitLine, CircuitLine]:
+    """Pit-entry and pit-exit lines across the simulated pit lane, ``entry_m`` and ``exit_m`` from
+    the start/finish line (negative: before it; within ``PIT_SPAN_M - PIT_RAMP_M``), ``width_m``
+    wide, so only a car in the pit lane crosses them (for a circuit file's ``pit_entry`` and
+    ``pit_exit``)."""
+    reach = PIT_SPAN_M - PIT_RAMP_M
+    if not (-reach <= entry_m <= reach and -reach <= exit_m <= reach) or width_m >= 2 * abs(offset_m):
+        raise ValueError(f"pit lines go within {reach:g} m of the line, narrower than the lane's offset")
+    out = []
+    for s in (entry_m, exit_m):
+        px, _, pz = path.point_at(s % path.length_m)
+        hx, hz = path.heading_at(s % path.length_m)
+        out.append(line_across(plane, px + offset_m * hz, pz - offset_m * hx, hx, hz, width_m))
+    return out[0], out[1]
+
+
 def ground_factor(path: LanePath, progress_m: float) -> float:
     """Ground distance per path distance at ``progress_m``: a climbing line's length is 3D, an
     arc's is its ground length (the car's speed is along the path; a receiver's velocity is the
@@ -114,13 +172,26 @@ class Drive:
         sectors_m: tuple[float, ...] = (0.0,),
         tick_hz: float = 200.0,
         base_alt_m: float = 300.0,
+        pit_laps: tuple[int, ...] = (),
+        pit_offset_m: float = PIT_OFFSET_M,
     ) -> None:
         sim = Simulation(path, laps=laps, rate_hz=tick_hz, seed=seed, sectors_m=sectors_m, pre_start_s=0.0)
         rows = [
-            (s.t_s, s.x, s.y, s.z, s.speed_mps * ground_factor(path, s.progress_m), s.heading_x, s.heading_z)
+            (
+                s.t_s,
+                s.x,
+                s.y,
+                s.z,
+                s.speed_mps * ground_factor(path, s.progress_m),
+                s.heading_x,
+                s.heading_z,
+                s.progress_m,
+            )
             for s in sim.states()
         ]
         table = np.array(rows, dtype=np.float64)
+        if pit_laps:
+            _take_pit_lane(table, path.length_m, pit_laps, pit_offset_m)
         self.t = table[:, 0]
         self.x, self.y, self.z = table[:, 1], table[:, 2], table[:, 3]
         self.speed = table[:, 4]  # over the ground, as a receiver's ground speed

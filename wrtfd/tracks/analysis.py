@@ -22,6 +22,7 @@ from wrtfd.tracks.geometry import LanePath
 from wrtfd.tracks.lapchannels import POSITION_FIELDS, PositionFields
 from wrtfd.tracks.laps import Lap, LapDetector, timing_sectors
 from wrtfd.tracks.model import Track
+from wrtfd.tracks.pitlane import racing_laps
 
 __all__ = [
     "SessionLaps",
@@ -45,7 +46,8 @@ class SessionLaps:
 
     @property
     def best(self) -> Lap | None:
-        return min(self.laps, key=lambda lap: lap.time_s, default=None)
+        """The fastest lap not through the pit lane."""
+        return min(racing_laps(self.laps), key=lambda lap: lap.time_s, default=None)
 
     @property
     def crossings_s(self) -> list[float]:

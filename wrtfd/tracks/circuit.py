@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -29,6 +30,7 @@ __all__ = [
     "CIRCUIT_FORMAT",
     "DIRECTIONS",
     "GATE_BEHIND_M",
+    "LAID_LINE_PREFIX",
     "METADATA_LINES",
     "METADATA_NAME",
     "VBO_LAPTIMING",
@@ -41,6 +43,9 @@ __all__ = [
     "circuit_to_dict",
     "circuits_in",
     "distance_m",
+    "laid_circuit",
+    "laid_line_note",
+    "laid_name",
     "line_across",
     "load_circuit",
     "load_circuit_dir",
@@ -407,3 +412,50 @@ def recorded_circuit(metadata: Mapping[str, Any], where: str) -> Circuit | None:
     except (json.JSONDecodeError, RecursionError) as exc:
         raise TrackError(f"{where}: metadata {METADATA_LINES}: not JSON: {exc}") from None
     return circuit_from_dict(data, f"{where}: metadata {METADATA_LINES}")
+
+
+# --- a line laid while recording, kept in a marker -------------------------------------------------
+
+#: The note of the marker the recorder writes when ``wrtfd mark --start-finish`` lays a line:
+#: ``start/finish line LAT,LON LAT,LON`` (the line's two ends, ordered for ``"right"``), so the
+#: file being recorded keeps the line although its metadata was written before it.
+LAID_LINE_PREFIX = "start/finish line "
+#: A marker's note is at most 64 bytes: 7 decimals (1 cm) fit but for the longest coordinates.
+_NOTE_BYTES = 64
+_NUM = r"(-?\d{1,3}\.\d{1,9})"
+_LAID = re.compile(rf"{re.escape(LAID_LINE_PREFIX)}{_NUM},{_NUM} {_NUM},{_NUM}")
+
+
+def laid_name(line: CircuitLine) -> str:
+    """The name of a circuit laid by a mark (live and read back from the file alike)."""
+    lat, lon = line.middle
+    return f"start/finish marked at {lat:.5f}, {lon:.5f}"
+
+
+def laid_line_note(line: CircuitLine) -> str:
+    """The marker note that keeps a laid start/finish line (see :data:`LAID_LINE_PREFIX`)."""
+    for places in (7, 6, 5):
+        a, b = (f"{p[0]:.{places}f},{p[1]:.{places}f}" for p in (line.a, line.b))
+        note = f"{LAID_LINE_PREFIX}{a} {b}"
+        if len(note.encode()) <= _NOTE_BYTES:
+            return note
+    raise AssertionError("unreachable: 5 decimals always fit")
+
+
+def laid_circuit(notes: Iterable[str]) -> Circuit | None:
+    """The circuit of the last laid-line marker among ``notes`` (a recording's markers, in
+    order); None when there is none. A note that looks like one but is not a valid line (a
+    damaged or hostile file) is not one."""
+    found: Circuit | None = None
+    for note in notes:
+        m = _LAID.fullmatch(note)
+        if m is None:
+            continue
+        a, b = [float(m[1]), float(m[2])], [float(m[3]), float(m[4])]
+        data = {"format": CIRCUIT_FORMAT, "name": "laid", "start_finish": {"a": a, "b": b}}
+        try:
+            circuit = circuit_from_dict(data, "a laid start/finish line")
+        except TrackError:
+            continue
+        found = Circuit(laid_name(circuit.start), circuit.start, direction="right", source="marker")
+    return found

@@ -392,12 +392,15 @@ class PredictiveDelta:
             self.predicted_s = ref.lap_time_s + self.delta_s
         return self.delta_s
 
-    def complete(self, lap_number: int, lap_time_s: float, length_m: float | None = None) -> float:
+    def complete(
+        self, lap_number: int, lap_time_s: float, length_m: float | None = None, *, reference: bool = True
+    ) -> float:
         """Lap ``lap_number`` was timed at ``lap_time_s`` (``length_m``: its length, when it is
-        not the constructor's). Returns its delta to the reference it was driven against."""
+        not the constructor's; ``reference=False``: it may not become the session's reference, a
+        lap through the pit lane). Returns its delta to the reference it was driven against."""
         ref = self.reference
         self.last_delta_s = lap_time_s - ref.lap_time_s if ref is not None else _NAN
-        trace = self._trace if self._lap == lap_number and not self._broken else None
+        trace = self._trace if self._lap == lap_number and not self._broken and reference else None
         self._trace = None
         if trace is not None and self.fixed is None and (ref is None or lap_time_s < ref.lap_time_s):
             length = length_m if length_m is not None else self.length_m

@@ -1,9 +1,10 @@
 """The laps of a recorded file's sessions, chosen as ``wrtfd laps FILE`` chooses them.
 
 One place for the choice, so that ``wrtfd laps`` and ``wrtfd dataset`` time a file alike: a
-track file given re-detects laps from the positions; else a circuit given, or the one the file
-keeps in its metadata, or the shipped circuit nearest its first GNSS fix, times GNSS laps; else
-the lap channels the recorder added live are read back.
+track file given re-detects laps from the positions; else a circuit given, or the start/finish
+line a mark laid while the file was recorded (its marker), or the circuit the file keeps in its
+metadata, or the shipped circuit nearest its first GNSS fix, times GNSS laps; else the lap
+channels the recorder added live are read back.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from wrtfd.errors import TrackError
 from wrtfd.format.reader import Reader
 from wrtfd.tracks.analysis import recorded_timing_sectors, session_laps
 from wrtfd.tracks.circuit import Circuit, recorded_circuit
+from wrtfd.tracks.gnssanalysis import laid_circuit_in
 from wrtfd.tracks.gnsslaps import gnss_session_laps, has_gnss, nearest_circuit
 from wrtfd.tracks.laps import Lap
 from wrtfd.tracks.model import Track
@@ -61,7 +63,7 @@ def file_timing(
     :raises TrackError: the file's recorded circuit is not a valid circuit file.
     """
     if circuit is None and track is None:
-        circuit = recorded_circuit(reader.metadata, str(reader.path))
+        circuit = laid_circuit_in(reader) or recorded_circuit(reader.metadata, str(reader.path))
     if circuit is None and track is None and reader.sessions:
         circuit = nearest_circuit(reader.frames(0), source, list(circuit_dirs))
     return FileTiming(track, circuit, recorded_timing_sectors(reader.metadata), source, lane)

@@ -16,13 +16,14 @@ import numpy as np
 import numpy.typing as npt
 
 from wrtfd.errors import TrackError
+from wrtfd.format.markers import markers_in
 from wrtfd.tracks.analysis import SessionLaps
-from wrtfd.tracks.circuit import Circuit, recorded_circuit
+from wrtfd.tracks.circuit import Circuit, laid_circuit, recorded_circuit
 from wrtfd.tracks.geodesy import LocalPlane
-from wrtfd.tracks.gnsslaps import NO_FIX, find_gnss_source, gnss_session_laps, nearest_circuit
+from wrtfd.tracks.gnsslaps import NO_FIX, find_gnss_source, gnss_session_laps, has_gnss, nearest_circuit
 from wrtfd.tracks.laps import LapState
 
-__all__ = ["file_circuit", "gnss_map_xy", "gnss_plane", "gnss_session_analysis"]
+__all__ = ["file_circuit", "gnss_map_xy", "gnss_plane", "gnss_session_analysis", "laid_circuit_in"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -93,13 +94,34 @@ def gnss_session_analysis(
     return SessionLaps(list(laps), lap_number, lap_distance, ok, (0.0,), math.nan)
 
 
-def file_circuit(metadata: Any, frames: np.ndarray, source: str | None, where: str) -> Circuit | None:
-    """The recording's own circuit (``CircuitLines``), else the known circuit nearest its first
-    fix (the shipped library), else None.
+def laid_circuit_in(reader: Any) -> Circuit | None:
+    """The start/finish line last laid by a mark while ``reader``'s file was recorded (its
+    marker, :data:`~wrtfd.tracks.circuit.LAID_LINE_PREFIX`), None if none was. Markers whose
+    note was cut short (a torn end) are not read."""
+    notes = []
+    for i in range(len(reader.sessions)):
+        frames = reader.frames(i)
+        if has_gnss(frames):  # a game recording's note that looks like one is not one
+            notes += [m.note for m in markers_in(frames) if m.complete]
+    return laid_circuit(notes)
+
+
+def file_circuit(
+    metadata: Any, frames: np.ndarray, source: str | None, where: str, reader: Any = None
+) -> Circuit | None:
+    """The line a mark laid while the recording was made (its marker, in ``reader``'s file, else
+    in ``frames``), else the recording's own circuit (``CircuitLines``), else the known circuit
+    nearest its first fix (the shipped library), else None.
 
     :raises TrackError: the metadata's circuit is damaged.
     """
-    circuit = recorded_circuit(metadata, where)
+    circuit = (
+        laid_circuit_in(reader)
+        if reader is not None
+        else laid_circuit(m.note for m in markers_in(frames) if m.complete)
+    )
+    if circuit is None:
+        circuit = recorded_circuit(metadata, where)
     if circuit is None:
         circuit = nearest_circuit(frames, source, [])
     return circuit

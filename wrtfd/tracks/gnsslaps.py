@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -43,12 +43,15 @@ from wrtfd.tracks.circuit import (
     CircuitLine,
     circuit_metadata,
     circuits_in,
+    laid_line_note,
+    laid_name,
     line_across,
     pick_circuit,
 )
 from wrtfd.tracks.delta import PredictiveDelta, Reference
 from wrtfd.tracks.geodesy import LocalPlane
 from wrtfd.tracks.laps import Lap, LapState
+from wrtfd.tracks.pitlane import PitLane, racing_laps
 
 __all__ = [
     "DOPPLER_VELOCITY_NOISE_MPS",
@@ -61,6 +64,7 @@ __all__ = [
     "gnss_session_laps",
     "has_gnss",
     "nearest_circuit",
+    "pit_lane",
     "plane_lines",
     "timer_for",
 ]
@@ -100,16 +104,28 @@ def _velocity(v_east: float | None, v_north: float | None) -> tuple[float, float
     return float(v_east), float(v_north)
 
 
+def _plane_line(circuit: Circuit, line: CircuitLine, plane: LocalPlane) -> PlaneLine:
+    ax, ay = plane.to_xy(line.a[0], line.a[1])
+    bx, by = plane.to_xy(line.b[0], line.b[1])
+    sign = {"right": 1, "left": -1, "either": 0}[circuit.direction]
+    return PlaneLine(float(ax), float(ay), float(bx), float(by), sign)
+
+
 def plane_lines(circuit: Circuit, plane: LocalPlane) -> tuple[PlaneLine, list[PlaneLine]]:
     """The circuit's start/finish and sector lines in ``plane``."""
-    sign = {"right": 1, "left": -1, "either": 0}[circuit.direction]
+    return _plane_line(circuit, circuit.start, plane), [
+        _plane_line(circuit, s, plane) for s in circuit.sectors
+    ]
 
-    def one(line: CircuitLine) -> PlaneLine:
-        ax, ay = plane.to_xy(line.a[0], line.a[1])
-        bx, by = plane.to_xy(line.b[0], line.b[1])
-        return PlaneLine(float(ax), float(ay), float(bx), float(by), sign)
 
-    return one(circuit.start), [one(s) for s in circuit.sectors]
+def pit_lane(circuit: Circuit, plane: LocalPlane) -> PitLane | None:
+    """The circuit's pit-entry and pit-exit lines in ``plane`` (None: it has neither)."""
+    if circuit.pit_entry is None and circuit.pit_exit is None:
+        return None
+    return PitLane(
+        None if circuit.pit_entry is None else _plane_line(circuit, circuit.pit_entry, plane),
+        None if circuit.pit_exit is None else _plane_line(circuit, circuit.pit_exit, plane),
+    )
 
 
 class GnssLapTimer:
@@ -129,9 +145,12 @@ class GnssLapTimer:
         min_lap_m: float = 100.0,
         position_noise_m: float = 1.0,
         velocity_noise_mps: float = 0.5,
+        pit: PitLane | None = None,
     ) -> None:
         self.start = start
         self.sector_lines = list(sectors)
+        #: The pit-lane lines: laps through the pit lane are flagged (``Lap.pit``).
+        self.pit = pit
         self.max_speed_mps = max_speed_mps
         self.min_jump_m = min_jump_m
         self.max_gap_s = max_gap_s
@@ -151,6 +170,8 @@ class GnssLapTimer:
         self._signs = [self.start.sign] + [s.sign for s in self.sector_lines]
         self._lap = 0
         self._session_t0: float | None = None
+        if self.pit is not None:
+            self.pit.reset()
         self._restart()
 
     def _restart(self) -> None:
@@ -245,8 +266,13 @@ class GnssLapTimer:
             hit = line.crossing(x0, y0, x1, y1)
             if hit is not None:
                 events.append((hit[0], i, hit[1]))
+        if self.pit is not None:
+            events += self.pit.events(x0, y0, x1, y1)
         completed: Lap | None = None
         for f, i, direction in sorted(events):
+            if i < 0 and self.pit is not None:
+                self.pit.cross(i)  # a pit line: flags the lap, times nothing
+                continue
             sign = self._signs[i]
             if sign == 0:
                 self._signs[i] = sign = direction  # "either": the first crossing decides
@@ -274,10 +300,12 @@ class GnssLapTimer:
             n = len(self.sector_lines)
             times = [self._lap_start_t, *self._marks, tc]
             sectors = tuple(b - a for a, b in pairwise(times)) if len(self._marks) == n and n else ()
-            done = Lap(self._lap, self._lap_start_t, tc, sectors)
+            done = Lap(self._lap, self._lap_start_t, tc, sectors, self.pit.lap_flag() if self.pit else None)
             self.laps.append(done)
             self.lap_distances_m[self._lap] = odo - self._lap_start_odo
             self._keep_trace(done, odo)
+        if self.pit is not None:
+            self.pit.new_lap()
         self._lap += 1
         self._lap_start_t = tc
         self._lap_start_odo = odo
@@ -369,7 +397,8 @@ class GnssLapTimer:
 
     @property
     def best_lap(self) -> Lap | None:
-        return min(self.laps, key=lambda lap: lap.time_s, default=None)
+        """The fastest lap not through the pit lane."""
+        return min(racing_laps(self.laps), key=lambda lap: lap.time_s, default=None)
 
     def trace(self, number: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
         """Lap ``number``'s (lap distance m, lap time s) at every fix, line to line; kept for the
@@ -383,7 +412,7 @@ def timer_for(
     """A timer for ``circuit`` and the plane its fixes must be projected into."""
     plane = plane or circuit.plane()
     start, sectors = plane_lines(circuit, plane)
-    return GnssLapTimer(start, sectors, **options), plane
+    return GnssLapTimer(start, sectors, pit=pit_lane(circuit, plane), **options), plane
 
 
 #: The timer's velocity noise when the frame has the receiver's velocity components (u-blox
@@ -468,6 +497,9 @@ class GnssLapChannels:
         #: fix"`` or ``"laid across the car's heading by a mark"``.
         self.pick_listeners: list[Callable[[Circuit, str], None]] = [on_pick] if on_pick else []
         self._line_request: float | None = None
+        #: Markers to write into the recording, ``(session time s, note)``: a laid line
+        #: (:meth:`take_marks`, asked by the recorder after each frame block).
+        self._marks: list[tuple[float, str]] = []
         self._prev_fix: tuple[float, float, float, float | None, float | None] | None = None
         self.circuit: Circuit | None = None
         self.timer: GnssLapTimer | None = None
@@ -519,9 +551,17 @@ class GnssLapChannels:
             raise ValueError("a start/finish line is 1 to 500 m wide")
         self._line_request = width_m
 
-    def _lay_line(self, lat: float, lon: float) -> bool:
+    def take_marks(self) -> list[tuple[float, str]]:
+        """The markers asked for since the last call, ``(session time s, note)``: the recorder
+        writes them into the frames (a laid line, so the file being recorded keeps it)."""
+        out, self._marks = self._marks, []
+        return out
+
+    def _lay_line(self, lat: float, lon: float, time_s: float) -> bool:
         """The line between the previous fix and this one, across the step; timing starts again
-        against it with the crossing between the two fixes (lap 1 begins there)."""
+        against it with the crossing between the two fixes (lap 1 begins there). The line goes
+        into the recording as a marker at ``time_s`` (docs/circuits.md, "The circuit in the
+        file")."""
         width = self._line_request
         prev = self._prev_fix
         if width is None or prev is None:
@@ -533,8 +573,9 @@ class GnssLapChannels:
             return False  # not moving: wait for a fix that tells the heading
         self._line_request = None
         line = line_across(plane, float(px) / 2.0, float(py) / 2.0, hx, hy, width)
-        circuit = Circuit(f"start/finish marked at {lat:.5f}, {lon:.5f}", line, direction="right")
+        circuit = Circuit(laid_name(line), line, direction="right")
         self.use(circuit)
+        self._marks.append((time_s, laid_line_note(line)))
         assert self.timer is not None and self.plane is not None
         x0, y0 = self.plane.to_xy(prev[1], prev[2])
         self.timer.update(prev[0], float(x0), float(y0), prev[3], prev[4])
@@ -583,7 +624,7 @@ class GnssLapChannels:
         if t_fix is None:
             return self._last
         if self._line_request is not None:
-            self._lay_line(lat, lon)
+            self._lay_line(lat, lon, time_s)
         self._prev_fix = (t_fix, lat, lon, v_east, v_north)
         if self.timer is None and not self._pick(time_s, lat, lon):
             return self._last
@@ -596,11 +637,11 @@ class GnssLapChannels:
         st = timer.update(t_fix, float(x), float(y), v_east, v_north, estimate=estimate is not None)
         if st.completed is not None:
             lap = st.completed
-            self.laps.append(
-                Lap(lap.number, lap.start_s + self._offset, lap.end_s + self._offset, lap.sector_times_s)
-            )
+            self.laps.append(replace(lap, start_s=lap.start_s + self._offset, end_s=lap.end_s + self._offset))
             st = LapState(st.lap, st.lap_distance_m, st.sector, st.lap_time_s, self.laps[-1])
-            self.delta.complete(lap.number, lap.time_s, timer.lap_distances_m.get(lap.number))
+            self.delta.complete(
+                lap.number, lap.time_s, timer.lap_distances_m.get(lap.number), reference=lap.pit is None
+            )
         self.delta.update(st.lap, st.lap_distance_m, st.lap_time_s)
         self._last = st
         self._fix_session_t = t_fix + self._offset
@@ -663,19 +704,24 @@ class GnssLapChannels:
 
     @property
     def best_lap(self) -> Lap | None:
-        return min(self.laps, key=lambda lap: lap.time_s, default=None)
+        """The fastest lap not through the pit lane (an in- or out-lap is never the best)."""
+        return min(racing_laps(self.laps), key=lambda lap: lap.time_s, default=None)
 
     def live(self) -> dict[str, Any]:
-        """The last and the best completed lap with sector times (for the live page)."""
+        """The last and the best completed lap with sector times (for the live page); ``pit``
+        on a lap through the pit lane (``"in"``, ``"out"``, ``"in-out"``)."""
 
         def lap(one: Lap | None) -> dict[str, Any] | None:
             if one is None:
                 return None
-            return {
+            out: dict[str, Any] = {
                 "number": one.number,
                 "time_s": round(one.time_s, 3),
                 "sectors_s": [round(s, 3) for s in one.sector_times_s],
             }
+            if one.pit is not None:
+                out["pit"] = one.pit
+            return out
 
         ref = self.delta.reference
         return {

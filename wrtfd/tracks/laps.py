@@ -51,12 +51,17 @@ def format_lap_time(seconds: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Lap:
-    """A completed, timed lap (1 = the lap after the first crossing of the line)."""
+    """A completed, timed lap (1 = the lap after the first crossing of the line).
+
+    ``pit``: for GNSS laps on a circuit with pit lines, ``"in"``, ``"out"`` or ``"in-out"``
+    (:mod:`wrtfd.tracks.pitlane`); None for a lap on the track.
+    """
 
     number: int
     start_s: float
     end_s: float
     sector_times_s: tuple[float, ...]
+    pit: str | None = None
 
     @property
     def time_s(self) -> float:

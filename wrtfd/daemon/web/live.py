@@ -200,7 +200,7 @@ _PAGE_FIELDS: dict[type, tuple[str, ...]] = {
     FileClosed: ("group", "path", "frames", "complete"),
     SourceStateChanged: ("source", "state", "wall_us", "silent_s"),
     DiskSpaceChanged: ("path", "low", "free_bytes", "wall_us"),
-    LapCompleted: ("group", "lap", "time_s", "wall_us", "valid"),
+    LapCompleted: ("group", "lap", "time_s", "wall_us", "valid", "pit"),
 }
 
 

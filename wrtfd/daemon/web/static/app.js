@@ -226,7 +226,8 @@ function renderDelta(lap, lapsLive) {
 function renderLaps(box, lap, lapsLive, summary) {
   if (!lap && !lapsLive && !summary) { box.replaceChildren(); return; }
   const current = lap ? `lap ${lap.number} · ${fmtLap(lap.time_s)}` : "–";
-  const last = lapsLive && lapsLive.last ? `${fmtLap(lapsLive.last.time_s)}${sectorsText(lapsLive.last)}` : "–";
+  const pit = lapsLive && lapsLive.last && lapsLive.last.pit ? ` ${lapsLive.last.pit}-lap` : "";
+  const last = lapsLive && lapsLive.last ? `${fmtLap(lapsLive.last.time_s)}${pit}${sectorsText(lapsLive.last)}` : "–";
   const best = lapsLive && lapsLive.best ? `${fmtLap(lapsLive.best.time_s)} (lap ${lapsLive.best.number})${sectorsText(lapsLive.best)}` : "–";
   const rows = [["current", current, "current"], ["last", last, "last"], ["best", best, "best"]];
   if (lapsLive && "circuit" in lapsLive) rows.push(["circuit", lapsLive.circuit || "none yet: set the line", "circuit"]);
