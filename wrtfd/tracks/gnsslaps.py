@@ -629,7 +629,7 @@ DOPPLER_VELOCITY_NOISE_MPS = 0.03
 
 #: Seconds of fixes after a line before its crossing is timed again, smoothed both ways over them
 #: (the plug-in's ``refine_lag_s``; measured in docs/circuits.md, "How good it is").
-REFINE_LAG_S = 30.0
+REFINE_LAG_S = 60.0
 
 #: ``gps_fix_mode`` value of "no fix" (nmea and ubx definitions).
 NO_FIX = 1
