@@ -148,8 +148,10 @@ def test_a_whole_track_day_headless(tmp_path: Path, browser: Any) -> None:  # no
         assert sim.wait(timeout=240) == 0, sim.communicate()[1]  # the drive is over
         try:
             wait_for(
-                lambda: d.status()["recorder"]["derived"].get("laps", {}).get("lap_count", 0) >= LAPS
-                and (d.status()["recorder"]["laps_live"].get("laps", {}).get("last") or {}).get("final"),
+                lambda: (
+                    d.status()["recorder"]["derived"].get("laps", {}).get("lap_count", 0) >= LAPS
+                    and (d.status()["recorder"]["laps_live"].get("laps", {}).get("last") or {}).get("final")
+                ),
                 "every lap timed, the last one refined",
             )
         except AssertionError as e:  # say what the daemon saw: its laps, the source's counts, its log

@@ -179,7 +179,12 @@ def _session(rate_hz: int, seed: int, noise_m: float = 1.0) -> tuple[np.ndarray,
 
 
 def _errors_ms(
-    rate_hz: int, *, smooth: bool, noise_m: float = 1.0, provisional: bool = False, seeds: Sequence[int] = SEEDS
+    rate_hz: int,
+    *,
+    smooth: bool,
+    noise_m: float = 1.0,
+    provisional: bool = False,
+    seeds: Sequence[int] = SEEDS,
 ) -> tuple[list[float], list[float]]:
     """Lap and sector errors (ms) over ``seeds`` (5 laps, 15 sectors each), every lap counted once
     and every sector line crossed once a lap. Live (``smooth=False``): the laps refined
@@ -239,7 +244,9 @@ def test_refined_laps_add_up_to_the_session(rate_hz: int) -> None:
         assert laps != plug.provisional  # refined: every lap moved by some microseconds at least
         for before, after in pairwise(laps):
             assert after.start_s == before.end_s
-        assert math.fsum(lap.time_s for lap in laps) == pytest.approx(laps[-1].end_s - laps[0].start_s, abs=1e-9)
+        assert math.fsum(lap.time_s for lap in laps) == pytest.approx(
+            laps[-1].end_s - laps[0].start_s, abs=1e-9
+        )
         for lap in laps:
             assert math.fsum(lap.sector_times_s) == pytest.approx(lap.time_s, abs=1e-9)
         assert all(lap["final"] for lap in (plug.live()["last"], plug.live()["best"]))

@@ -162,7 +162,16 @@ class _FilterBuffer:
         return self.base + len(self.t) - 1
 
     def add(
-        self, t: float, fx: float, fy: float, px: float, py: float, p_f: float, p_p: float, linked: bool, odo: float
+        self,
+        t: float,
+        fx: float,
+        fy: float,
+        px: float,
+        py: float,
+        p_f: float,
+        p_p: float,
+        linked: bool,
+        odo: float,
     ) -> None:
         self.t.append(t)
         self.fx.append(fx)
