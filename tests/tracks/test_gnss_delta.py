@@ -272,3 +272,41 @@ def test_3m_white_noise_counts_every_lap_and_sector_once(rate_hz: int, how: str)
         rate_hz, smooth=how == "smoothed", noise_m=3.0, provisional=how == "at the line", seeds=(0, 1, 2, 3)
     )
     assert max(laps_ms) < 50.0 and max(sectors_ms) < 50.0
+
+
+def test_a_lost_fix_refines_the_crossings_before_it_and_memory_stays_bounded() -> None:
+    """3 s without a fix 5 s after lap 2's line (the filter starts again): laps 1 and 2 are
+    refined at the next fix, with the fixes there were, not 60 s later; lap 3 is abandoned, the
+    laps after it are timed, and refined at the session's end with what there is. The filter
+    states kept never exceed the lag's fixes (60 s at 25 Hz) and a few."""
+    from wrtfd.tracks.gnsslaps import DOPPLER_VELOCITY_NOISE_MPS, REFINE_LAG_S, timer_for
+
+    frames, _, drive = _session(25, 0)
+    timer, plane = timer_for(
+        circuit_from_track(load_track(ROAD)),
+        velocity_noise_mps=DOPPLER_VELOCITY_NOISE_MPS,
+        refine_lag_s=REFINE_LAG_S,  # the plug-in's default (the bare timer's is off)
+    )
+    gps = frames["gps"]
+    t = gps["fix_time_utc_us"].astype(np.float64) / 1e6
+    x, y = plane.to_xy(gps["lat_deg"].astype(np.float64), gps["lon_deg"].astype(np.float64))
+    lap2_end = UTC0_NS / 1e9 + drive.laps[1].end_s  # the fix clock is the drive's from UTC0_NS
+    gap = (t > lap2_end + 5.0) & (t < lap2_end + 8.0)
+    refined_at: dict[int, float] = {}
+    most = 0
+    for k in np.flatnonzero(~gap):
+        timer.update(
+            float(t[k]), float(x[k]), float(y[k]), float(gps["vel_e_mps"][k]), float(gps["vel_n_mps"][k])
+        )
+        for lap in timer.refined:
+            refined_at.setdefault(lap.number, float(t[k]))
+        most = max(most, len(timer._buf))
+    assert timer.resets == 1
+    # lap 1's end crossing (its lag not yet over) and lap 2's: at the first fix after the gap
+    restart = float(t[np.flatnonzero(t >= lap2_end + 8.0)[0]])
+    assert refined_at[1] == refined_at[2] == restart < timer.laps[0].end_s + REFINE_LAG_S
+    assert [lap.number for lap in timer.laps] == [1, 2, 4, 5]  # lap 3: abandoned at the gap
+    assert list(refined_at) == [1, 2]  # 4 and 5 end less than the lag before the session
+    timer.finish()
+    assert [lap.number for lap in timer.refined] == [1, 2, 4, 5]
+    assert most <= REFINE_LAG_S * 25 + 10, most

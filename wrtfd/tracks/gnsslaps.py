@@ -194,13 +194,14 @@ class _FilterBuffer:
         self.base += drop
         self.linked[0] = False
 
-    def smoothed(self, first: int) -> tuple[list[float], list[float], list[float], list[float]]:
-        """Times, smoothed positions and odometer of the fixes from ``first`` (a list index) on."""
+    def smoothed(self, first: int) -> tuple[list[float], list[float], list[float], list[float], list[bool]]:
+        """Times, smoothed positions, odometer and links of the fixes from ``first`` (a list index)
+        on."""
         sl = slice(first, None)
         linked = self.linked[sl]
         before = [k - 1 if link and k > 0 else -1 for k, link in enumerate(linked)]
         sx, sy = _rts(self.fx[sl], self.fy[sl], self.p_f[sl], self.px[sl], self.py[sl], self.p_p[sl], before)
-        return self.t[sl], sx, sy, self.odo[sl]
+        return self.t[sl], sx, sy, self.odo[sl], linked
 
 
 #: A refined crossing is looked for this many steps before and after the filtered one.
@@ -425,6 +426,8 @@ class GnssLapTimer:
     def _crossing(self, line: int, at: int, tc: float, odo: float, final: bool) -> _Crossing:
         c = _Crossing(line, at, tc, odo, final)
         if not final:
+            if not self._crossings:
+                self._buf.trim(at)  # kept from a few fixes before the oldest crossing waiting
             self._crossings.append(c)
         return c
 
@@ -504,7 +507,7 @@ class GnssLapTimer:
         cs, self._crossings = self._crossings[:n], self._crossings[n:]
         buf = self._buf
         first = max(0, cs[0].at - buf.base - _BEFORE)
-        ts, sx, sy, odo = buf.smoothed(first)
+        ts, sx, sy, odo, linked = buf.smoothed(first)
         lines = [self.start, *self.sector_lines]
         for c in cs:
             k = c.at - buf.base - first
@@ -512,8 +515,8 @@ class GnssLapTimer:
             # the smoothed path may cross a step before or after the filtered one
             for dj in _AROUND:
                 j = k + dj
-                if not 0 <= j < len(ts) - 1:
-                    continue
+                if not (0 <= j < len(ts) - 1 and linked[j + 1]):
+                    continue  # not a step of the filter (its start, a restart)
                 hit = line.crossing(sx[j], sy[j], sx[j + 1], sy[j + 1])
                 if hit is not None and hit[1] == sign:
                     f = hit[0]
