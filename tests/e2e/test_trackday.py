@@ -231,6 +231,7 @@ def test_a_whole_track_day_headless(tmp_path: Path, browser: Any) -> None:  # no
 
     # refined: the page's last and best lap, the lap records (each lap once) and the journal
     assert live["last"]["final"] and live["best"]["final"]
+    assert "refining" not in shown["last"] + shown["best"], shown  # the page's mark until refined
     records = [json.loads(ln) for ln in (out / "laps.jsonl").read_text().splitlines()]
     assert [r["lap"] for r in records] == list(range(1, LAPS + 1)), records
     by_lap = {r["lap"]: r for r in records}
