@@ -5,8 +5,10 @@ velocity (NAV-PVT's velN/velE, NMEA's speed and course), positions are smoothed 
 Kalman filter that predicts each fix from the previous one and the Doppler velocity: a receiver's
 velocity is good to a few cm/s while a single position is off by a metre or more, so the
 smoothed path crosses the line within a few milliseconds of the true time even at 20 m/s with
-metres of noise. Without velocity the raw fixes are used. Live the filter runs forward; after
-the session :meth:`GnssLapTimer.smooth` runs it both ways (docs/circuits.md).
+metres of noise. Without velocity the raw fixes are used. Live the filter runs forward, and each
+line crossing is timed again ``refine_lag_s`` later from the filter's states over the fixes since,
+smoothed backward (fixed-lag smoothing: the lap shown at the line, then its refined time); after
+the session :meth:`GnssLapTimer.smooth` runs it both ways over every fix (docs/circuits.md).
 
 A lap is a crossing of the start/finish *segment* in the driving direction, its time interpolated
 linearly between the two (smoothed) fixes either side. Rules, as in :mod:`wrtfd.tracks.laps`:
@@ -692,6 +694,11 @@ class GnssLapChannels:
     The delta to the reference lap (``reference``, else the session's best) is computed at each
     fix, from the fix's own lap distance and lap time, and held between fixes; each timed lap
     closes the trace with its own length (GNSS laps differ by a few decimetres).
+
+    ``refine_lag_s`` (default :data:`REFINE_LAG_S`; None or 0: off): a lap in :attr:`laps` is
+    replaced by its refined time once its crossings are refined; :attr:`final_laps` gets each lap
+    once, refined (what the recorder hands to lap records), and :meth:`end_session` refines the
+    laps still waiting.
     """
 
     def __init__(
@@ -743,7 +750,7 @@ class GnssLapChannels:
         options = dict(self.options)
         if self.fields.vel_n is not None and self.fields.vel_e is not None:
             options.setdefault("velocity_noise_mps", DOPPLER_VELOCITY_NOISE_MPS)
-        options.setdefault("refine_lag_s", REFINE_LAG_S)
+        options["refine_lag_s"] = options.get("refine_lag_s", REFINE_LAG_S) or None  # 0: off
         self.end_session()  # the laps to the old line: final with the fixes there are
         self.timer, self.plane = timer_for(circuit, **options)
         self._refined_seen = 0
