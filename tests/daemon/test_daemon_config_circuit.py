@@ -109,3 +109,27 @@ def test_auto_pick_tells_the_journal(tmp_path: Path) -> None:
     )
     assert recorder_plug.live()["circuit"] == "Hillside"
     assert np.isfinite(recorder_plug.feed(0.1, float(lat), float(lon) + 1e-5, 1000.1).lap_distance_m)
+
+
+@pytest.mark.parametrize(
+    ("extra", "lag"), [("", 60.0), ("refine_lag_s = 20\n", 20.0), ("refine_lag_s = 0\n", None)]
+)
+def test_refine_lag_reaches_the_timer(tmp_path: Path, extra: str, lag: float | None) -> None:
+    """``refine_lag_s``: the GNSS lap timer's lag (default 60 s, docs/circuits.md); 0: laps final
+    at the line."""
+    circuit = REPO / "wrtfd" / "circuits" / "road-america.json"
+    for key in (f'circuit = "{circuit}"\n', 'circuit = "auto"\n'):
+        path = _config(tmp_path, key + extra)
+        loaded = load_config(path)
+        plug = build_source(loaded, 0, loaded.config.sources[0]).gnss_laps
+        assert plug is not None
+        if plug.timer is None:  # auto: a timer once a circuit is picked
+            plug.use(next(c for c in shipped_circuits() if c.name == "Hillside"))
+        assert plug.timer is not None and plug.timer.refine_lag_s == lag
+
+
+def test_refine_lag_out_of_range_names_the_key(tmp_path: Path) -> None:
+    path = _config(tmp_path, 'circuit = "auto"\nrefine_lag_s = -1\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert "refine_lag_s" in str(err.value)

@@ -187,6 +187,9 @@ class _SourceBase(_Model):
     circuits: LoosePath | None = None
     #: ``auto``: how near the first fix a circuit's start/finish line must be (metres).
     circuit_pick_m: Annotated[float, Field(gt=0, le=100_000)] = 3000.0
+    #: GNSS laps: seconds of fixes after a line before its crossing is timed again, smoothed both
+    #: ways (the lap shown at the line is replaced; lap records wait for it); 0: final at the line.
+    refine_lag_s: Annotated[float, Field(ge=0, le=600)] = 60.0
     #: Recording group: sources of one group share files, frames and ticks; each group records
     #: its own files. Unset: the shared group ``main``. The built-in default gives every game
     #: its own group, so the game that plays records a file with only its channels.

@@ -529,6 +529,7 @@ def build_gnss_laps(
             source=src.source_name,
             fields=fields,
             reference=reference,
+            refine_lag_s=src.refine_lag_s or None,
         )
     folders = [loaded.resolve(src.circuits)] if src.circuits is not None else []
     for folder in folders:
@@ -545,6 +546,7 @@ def build_gnss_laps(
         candidates=candidates,
         pick_m=src.circuit_pick_m,
         reference=reference,
+        refine_lag_s=src.refine_lag_s or None,
     )
 
 

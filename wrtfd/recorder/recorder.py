@@ -403,6 +403,7 @@ class Recorder:
                     BeginOp(self._header(ev.reason, ev.info), self._live_start_us, self._learnt_metadata())
                 )
             else:
+                self._end_derived()
                 if self._held is not None:
                     ops.extend(self._release())
                 self.markers.reset()
@@ -500,11 +501,27 @@ class Recorder:
                 tick = max(0, round(float(time_s) * self._rate))
                 self.markers.request(tick, self._live_start_us + round(float(time_s) * 1e6), str(note))
 
+    def _end_derived(self) -> None:
+        """The session ends: plug-ins with an ``end_session()`` settle what waits (the GNSS lap
+        channels refine the laps still waiting), before the footer and the last look for laps."""
+        for d in self.derived:
+            end = getattr(d, "end_session", None)
+            if end is None:
+                continue
+            try:
+                end()
+            except Exception:  # a plug-in's bug must not stop the recording
+                self.derived_errors += 1
+        if self.collect_laps:
+            self._look_for_laps()
+
     def _look_for_laps(self) -> None:
-        """New entries in a plug-in's ``laps`` (LapChannels, the GNSS lap channels): one look
-        per frame block, not per frame."""
+        """New entries in a plug-in's ``final_laps`` (the GNSS lap channels: each lap once, when its
+        time is final), else its ``laps`` (LapChannels): one look per frame block, not per frame."""
         for i, d in enumerate(self.derived):
-            laps = getattr(d, "laps", None)
+            laps = getattr(d, "final_laps", None)
+            if laps is None:
+                laps = getattr(d, "laps", None)
             if not isinstance(laps, list) or len(laps) <= self._laps_seen[i]:
                 continue
             self._new_laps.extend((lap, d) for lap in laps[self._laps_seen[i] :])

@@ -5,8 +5,10 @@ velocity (NAV-PVT's velN/velE, NMEA's speed and course), positions are smoothed 
 Kalman filter that predicts each fix from the previous one and the Doppler velocity: a receiver's
 velocity is good to a few cm/s while a single position is off by a metre or more, so the
 smoothed path crosses the line within a few milliseconds of the true time even at 20 m/s with
-metres of noise. Without velocity the raw fixes are used. Live the filter runs forward; after
-the session :meth:`GnssLapTimer.smooth` runs it both ways (docs/circuits.md).
+metres of noise. Without velocity the raw fixes are used. Live the filter runs forward, and each
+line crossing is timed again ``refine_lag_s`` later from the filter's states over the fixes since,
+smoothed backward (fixed-lag smoothing: the lap shown at the line, then its refined time); after
+the session :meth:`GnssLapTimer.smooth` runs it both ways over every fix (docs/circuits.md).
 
 A lap is a crossing of the start/finish *segment* in the driving direction, its time interpolated
 linearly between the two (smoothed) fixes either side. Rules, as in :mod:`wrtfd.tracks.laps`:
@@ -56,6 +58,7 @@ from wrtfd.tracks.pitlane import PitLane, racing_laps
 __all__ = [
     "DOPPLER_VELOCITY_NOISE_MPS",
     "NO_FIX",
+    "REFINE_LAG_S",
     "GnssFields",
     "GnssLapChannels",
     "GnssLapTimer",
@@ -128,6 +131,128 @@ def pit_lane(circuit: Circuit, plane: LocalPlane) -> PitLane | None:
     )
 
 
+def _rts(
+    fx: Sequence[float] | npt.NDArray[np.float64],
+    fy: Sequence[float] | npt.NDArray[np.float64],
+    p_f: Sequence[float] | npt.NDArray[np.float64],
+    px: Sequence[float] | npt.NDArray[np.float64],
+    py: Sequence[float] | npt.NDArray[np.float64],
+    p_p: Sequence[float] | npt.NDArray[np.float64],
+    before: Sequence[int],
+) -> tuple[list[float], list[float]]:
+    """The Rauch-Tung-Striebel backward pass over a forward run of the filter: ``fx``/``fy``/``p_f``
+    filtered positions and variance, ``px``/``py``/``p_p`` predicted, ``before[k]`` the fix that
+    fix ``k`` was predicted from (-1: the filter began there). The smoothed positions."""
+    sx, sy = [float(v) for v in fx], [float(v) for v in fy]
+    for k in range(len(sx) - 1, 0, -1):
+        j = before[k]
+        if j >= 0:
+            c = float(p_f[j]) / float(p_p[k])
+            sx[j] = float(fx[j]) + c * (sx[k] - float(px[k]))
+            sy[j] = float(fy[j]) + c * (sy[k] - float(py[k]))
+    return sx, sy
+
+
+class _FilterBuffer:
+    """The filter's states at the last fixes (bounded by the timer: trimmed after each refinement),
+    indexed from ``base`` on for the whole session."""
+
+    __slots__ = ("base", "fx", "fy", "linked", "odo", "p_f", "p_p", "px", "py", "t")
+
+    def __init__(self) -> None:
+        self.base = 0
+        self.t: list[float] = []
+        self.fx: list[float] = []
+        self.fy: list[float] = []
+        self.px: list[float] = []
+        self.py: list[float] = []
+        self.p_f: list[float] = []
+        self.p_p: list[float] = []
+        self.linked: list[bool] = []  # predicted from the fix before it
+        self.odo: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+    @property
+    def last(self) -> int:
+        """The index of the last fix."""
+        return self.base + len(self.t) - 1
+
+    def add(
+        self,
+        t: float,
+        fx: float,
+        fy: float,
+        px: float,
+        py: float,
+        p_f: float,
+        p_p: float,
+        linked: bool,
+        odo: float,
+    ) -> None:
+        self.t.append(t)
+        self.fx.append(fx)
+        self.fy.append(fy)
+        self.px.append(px)
+        self.py.append(py)
+        self.p_f.append(p_f)
+        self.p_p.append(p_p)
+        self.linked.append(linked)
+        self.odo.append(odo)
+
+    def trim(self, keep_from: int | None) -> None:
+        """Forget the fixes more than ``_BEFORE`` before index ``keep_from`` (None: the last)."""
+        keep = self.last if keep_from is None else keep_from
+        drop = keep - _BEFORE - self.base
+        if drop <= 0:
+            return
+        for column in (self.t, self.fx, self.fy, self.px, self.py, self.p_f, self.p_p, self.linked, self.odo):
+            del column[:drop]
+        self.base += drop
+        self.linked[0] = False
+
+    def smoothed(self, first: int) -> tuple[list[float], list[float], list[float], list[float], list[bool]]:
+        """Times, smoothed positions, odometer and links of the fixes from ``first`` (a list index)
+        on."""
+        sl = slice(first, None)
+        linked = self.linked[sl]
+        before = [k - 1 if link and k > 0 else -1 for k, link in enumerate(linked)]
+        sx, sy = _rts(self.fx[sl], self.fy[sl], self.p_f[sl], self.px[sl], self.py[sl], self.p_p[sl], before)
+        return self.t[sl], sx, sy, self.odo[sl], linked
+
+
+#: A refined crossing is looked for this many steps before and after the filtered one.
+_BEFORE = 4
+_AROUND = (0, -1, 1, -2, 2, -3, 3, -4, 4)
+
+
+@dataclass(slots=True)
+class _Crossing:
+    """A line crossing: the line (0 start/finish, then the sectors), the index of the fix before it,
+    its time and odometer (as timed at the line: ``t0``/``odo0``; refined: ``t``/``odo``)."""
+
+    line: int
+    at: int
+    t0: float
+    odo0: float
+    final: bool
+    t: float = 0.0
+    odo: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.t, self.odo = self.t0, self.odo0
+
+
+@dataclass(frozen=True, slots=True)
+class _PendingLap:
+    number: int
+    start: _Crossing
+    marks: list[_Crossing]
+    end: _Crossing
+    pit: str | None = None
+
+
 class GnssLapTimer:
     """Stateful lap and sector timer over fixes ``(t, x, y[, v_east, v_north])`` in plane metres.
 
@@ -146,7 +271,11 @@ class GnssLapTimer:
         position_noise_m: float = 1.0,
         velocity_noise_mps: float = 0.5,
         pit: PitLane | None = None,
+        refine_lag_s: float | None = None,
+        max_refine_fixes: int = 10_000,
     ) -> None:
+        if refine_lag_s is not None and not 0.0 <= refine_lag_s <= 3600.0:
+            raise ValueError(f"refine_lag_s must be 0 to 3600 s, not {refine_lag_s}")
         self.start = start
         self.sector_lines = list(sectors)
         #: The pit-lane lines: laps through the pit lane are flagged (``Lap.pit``).
@@ -157,8 +286,15 @@ class GnssLapTimer:
         self.min_lap_m = min_lap_m
         self.r = position_noise_m**2
         self.sigma_v = velocity_noise_mps
+        #: Seconds of fixes after a line crossing before it is timed again from positions smoothed
+        #: both ways over them (None: laps are final at the line).
+        self.refine_lag_s = refine_lag_s
+        self.max_refine_fixes = max_refine_fixes
         self.laps: list[Lap] = []
         self.lap_distances_m: dict[int, float] = {}
+        #: The laps refined (or final as timed at the line), in order, and their lengths.
+        self.refined: list[Lap] = []
+        self.refined_distances_m: dict[int, float] = {}
         self.resets = 0
         self.reset()
 
@@ -166,16 +302,24 @@ class GnssLapTimer:
         """Forget everything (a new session)."""
         self.laps = []
         self.lap_distances_m = {}
+        self.refined = []
+        self.refined_distances_m = {}
         self._traces: dict[int, tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]] = {}
         self._signs = [self.start.sign] + [s.sign for s in self.sector_lines]
         self._lap = 0
         self._session_t0: float | None = None
         if self.pit is not None:
             self.pit.reset()
+        self._buf = _FilterBuffer()
+        self._shifts: dict[int, tuple[float, float]] = {}  # refined lap: (time, distance) shift
+        self._crossings: list[_Crossing] = []  # waiting for their refinement, oldest first
+        self._pending: list[_PendingLap] = []  # timed at the line, waiting for their end crossing
         self._restart()
 
     def _restart(self) -> None:
-        """After a jump or a gap: the lap in progress is abandoned, the filter starts again."""
+        """After a jump or a gap: the lap in progress is abandoned, the filter starts again (the
+        crossings before it are refined with the fixes there are: the chain ends here)."""
+        self.finish()
         self._t: float | None = None
         self._raw = (0.0, 0.0)
         self._est = (0.0, 0.0)
@@ -187,6 +331,8 @@ class GnssLapTimer:
         self._last_start_odo: float | None = None
         self._state_t0 = 0.0
         self._marks: list[float] = []
+        self._start_crossing: _Crossing | None = None
+        self._mark_crossings: list[_Crossing] = []
         self._next_sector = 0
         self._trace_d: list[float] = []
         self._trace_t: list[float] = []
@@ -221,6 +367,10 @@ class GnssLapTimer:
                 self._begin(t, x, y, vel)
             else:
                 completed = self._step(t, dt, x, y, vel, estimate)
+        if self._crossings:
+            self._refine_due(t)
+        elif len(self._buf) > 64:
+            self._buf.trim(None)  # nothing waits for a refinement
         return self._state(t, completed)
 
     def _restarts(self, t: float, dt: float, x: float, y: float, raw: tuple[float, float]) -> bool:
@@ -235,11 +385,14 @@ class GnssLapTimer:
         self._vel = vel
         self._p = self.r
         self._state_t0 = t
+        self._buf.add(t, x, y, x, y, self.r, self.r, False, self._odo)
 
     def _step(
         self, t: float, dt: float, x: float, y: float, vel: tuple[float, float] | None, estimate: bool
     ) -> Lap | None:
         x0, y0 = self._est
+        linked = False
+        px, py, p = x, y, self.r
         if estimate:
             x1, y1 = x, y
             if vel is not None and self._vel is not None:
@@ -255,6 +408,7 @@ class GnssLapTimer:
             x1, y1 = px + k * (x - px), py + k * (y - py)
             self._p = (1.0 - k) * p
             step = 0.5 * (math.hypot(*self._vel) + math.hypot(*vel)) * dt
+            linked = True
         else:
             x1, y1 = x, y
             self._p = self.r
@@ -269,6 +423,9 @@ class GnssLapTimer:
         if self.pit is not None:
             events += self.pit.events(x0, y0, x1, y1)
         completed: Lap | None = None
+        # the crossings are refined later when the filter ran here (an estimate is final)
+        final = not linked or self.refine_lag_s is None
+        at = self._buf.last
         for f, i, direction in sorted(events):
             if i < 0 and self.pit is not None:
                 self.pit.cross(i)  # a pit line: flags the lap, times nothing
@@ -281,21 +438,33 @@ class GnssLapTimer:
             tc = t0 + f * dt
             odo = self._odo + f * step
             if i == 0:
-                completed = self._cross_start(tc, odo) or completed
+                done = self._cross_start(tc, odo, at, final)
+                completed = done or completed
             elif self._lap_start_t is not None and i - 1 == self._next_sector:
                 self._marks.append(tc)
+                self._mark_crossings.append(self._crossing(i, at, tc, odo, final))
                 self._next_sector += 1
         self._odo += step
+        self._buf.add(t, x1, y1, px, py, self._p, p, linked, self._odo)
         self._t, self._raw, self._est, self._vel = t, (x, y), (x1, y1), vel
         if self._lap_start_t is not None:
             self._trace_d.append(self._odo - self._lap_start_odo)
             self._trace_t.append(t - self._lap_start_t)
         return completed
 
-    def _cross_start(self, tc: float, odo: float) -> Lap | None:
+    def _crossing(self, line: int, at: int, tc: float, odo: float, final: bool) -> _Crossing:
+        c = _Crossing(line, at, tc, odo, final)
+        if not final:
+            if not self._crossings:
+                self._buf.trim(at)  # kept from a few fixes before the oldest crossing waiting
+            self._crossings.append(c)
+        return c
+
+    def _cross_start(self, tc: float, odo: float, at: int, final: bool) -> Lap | None:
         if self._last_start_odo is not None and odo - self._last_start_odo < self.min_lap_m:
             return None  # noise on the line, or a car stopped across it
         done: Lap | None = None
+        crossing = self._crossing(0, at, tc, odo, final)
         if self._lap_start_t is not None:
             n = len(self.sector_lines)
             times = [self._lap_start_t, *self._marks, tc]
@@ -303,13 +472,19 @@ class GnssLapTimer:
             done = Lap(self._lap, self._lap_start_t, tc, sectors, self.pit.lap_flag() if self.pit else None)
             self.laps.append(done)
             self.lap_distances_m[self._lap] = odo - self._lap_start_odo
+            assert self._start_crossing is not None
+            marks = self._mark_crossings if sectors else []
+            self._pending.append(_PendingLap(self._lap, self._start_crossing, marks, crossing, done.pit))
             self._keep_trace(done, odo)
+            self._settle_laps()
         if self.pit is not None:
             self.pit.new_lap()
         self._lap += 1
         self._lap_start_t = tc
         self._lap_start_odo = odo
         self._last_start_odo = odo
+        self._start_crossing = crossing
+        self._mark_crossings = []
         self._marks = []
         self._next_sector = 0
         self._trace_d = [0.0]
@@ -320,11 +495,93 @@ class GnssLapTimer:
         d = np.array([*self._trace_d, odo - self._lap_start_odo], dtype=np.float64)
         tt = np.array([*self._trace_t, lap.time_s], dtype=np.float64)
         self._traces[lap.number] = (d, tt)
-        best = self.best_lap
-        keep = {lap.number} | ({best.number} if best is not None else set())
+        self._prune_traces()
+
+    def _prune_traces(self) -> None:
+        """Keep the traces of the last and the best lap, of the laps waiting for their refinement
+        and of the best refined lap (a session reference is rebuilt from it)."""
+        keep = {p.number for p in self._pending}
+        for best in (self.best_lap, min(racing_laps(self.refined), key=lambda lap: lap.time_s, default=None)):
+            if best is not None:
+                keep.add(best.number)
+        if self.laps:
+            keep.add(self.laps[-1].number)
         for number in list(self._traces):
             if number not in keep:
                 del self._traces[number]
+
+    # --- fixed-lag refinement -------------------------------------------------------------------
+
+    def finish(self) -> None:
+        """Refine every crossing still waiting with the fixes there are (the session's end, a
+        restart of the filter)."""
+        if self._crossings:
+            self._refine(len(self._crossings))
+        self._buf.trim(None)
+
+    def _refine_due(self, now: float) -> None:
+        """Refine the crossings ``refine_lag_s`` old (all of them when the buffer is full)."""
+        lag = self.refine_lag_s
+        assert lag is not None
+        cs = self._crossings
+        n = 0
+        while n < len(cs) and cs[n].t + lag <= now:
+            n += 1
+        if len(self._buf) > self.max_refine_fixes:
+            n = len(cs)
+        if n:
+            self._refine(n)
+
+    def _refine(self, n: int) -> None:
+        """The first ``n`` waiting crossings timed again from the buffered filter states smoothed
+        backward (the same pass as :meth:`smooth`), each between the smoothed fixes either side."""
+        cs, self._crossings = self._crossings[:n], self._crossings[n:]
+        buf = self._buf
+        first = max(0, cs[0].at - buf.base - _BEFORE)
+        ts, sx, sy, odo, linked = buf.smoothed(first)
+        lines = [self.start, *self.sector_lines]
+        for c in cs:
+            k = c.at - buf.base - first
+            line, sign = lines[c.line], self._signs[c.line]
+            # the smoothed path may cross a step before or after the filtered one
+            for dj in _AROUND:
+                j = k + dj
+                if not (0 <= j < len(ts) - 1 and linked[j + 1]):
+                    continue  # not a step of the filter (its start, a restart)
+                hit = line.crossing(sx[j], sy[j], sx[j + 1], sy[j + 1])
+                if hit is not None and hit[1] == sign:
+                    f = hit[0]
+                    c.t = ts[j] + f * (ts[j + 1] - ts[j])
+                    c.odo = odo[j] + f * (odo[j + 1] - odo[j])
+                    break
+            c.final = True
+        buf.trim(self._crossings[0].at if self._crossings else None)
+        self._settle_laps()
+
+    def _settle_laps(self) -> None:
+        """The laps whose crossings are all final, to :attr:`refined`."""
+        while self._pending and self._pending[0].end.final:
+            p = self._pending.pop(0)
+            times = [p.start.t, *(m.t for m in p.marks), p.end.t]
+            sectors = tuple(b - a for a, b in pairwise(times)) if p.marks else ()
+            self.refined.append(Lap(p.number, p.start.t, p.end.t, sectors, p.pit))
+            self.refined_distances_m[p.number] = p.end.odo - p.start.odo
+            self._shifts[p.number] = (p.start.t0 - p.start.t, p.start.odo0 - p.start.odo)
+            self._prune_traces()
+        for number in list(self._shifts):
+            if number not in self._traces:
+                del self._shifts[number]
+
+    def refined_trace(self, number: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
+        """Refined lap ``number``'s (lap distance m, lap time s) from its refined crossing, at the
+        fixes inside the lap (not the line's own points); kept for the best refined lap (and the
+        last lap). None when it is not kept."""
+        trace = self._traces.get(number)
+        shift = self._shifts.get(number)
+        if trace is None or shift is None:
+            return None
+        d, t = trace
+        return d[1:-1] + shift[1], t[1:-1] + shift[0]
 
     def _state(self, t: float, completed: Lap | None) -> LapState:
         if self._lap_start_t is not None:
@@ -384,14 +641,8 @@ class GnssLapTimer:
             fy[k] = py[k] + g * (ys[k] - py[k])
             p_f[k] = (1.0 - g) * p
             before[k] = prev
-        sx, sy = fx.copy(), fy.copy()
-        for k in range(n - 1, 0, -1):
-            j = before[k]
-            if j >= 0:
-                c = p_f[j] / p_p[k]
-                sx[j] = fx[j] + c * (sx[k] - px[k])
-                sy[j] = fy[j] + c * (sy[k] - py[k])
-        return sx, sy
+        sx, sy = _rts(fx, fy, p_f, px, py, p_p, before.tolist())
+        return np.asarray(sx, dtype=np.float64), np.asarray(sy, dtype=np.float64)
 
     # --- results ----------------------------------------------------------------------------------
 
@@ -419,6 +670,10 @@ def timer_for(
 #: NAV-PVT ``vel_n_mps``/``vel_e_mps``, its Doppler solution, good to a few cm/s) rather than
 #: NMEA's speed and course, which receivers smooth (the timer's default, 0.5 m/s).
 DOPPLER_VELOCITY_NOISE_MPS = 0.03
+
+#: Seconds of fixes after a line before its crossing is timed again, smoothed both ways over them
+#: (the plug-in's ``refine_lag_s``; measured in docs/circuits.md, "How good it is").
+REFINE_LAG_S = 60.0
 
 #: ``gps_fix_mode`` value of "no fix" (nmea and ubx definitions).
 NO_FIX = 1
@@ -469,6 +724,11 @@ class GnssLapChannels:
     The delta to the reference lap (``reference``, else the session's best) is computed at each
     fix, from the fix's own lap distance and lap time, and held between fixes; each timed lap
     closes the trace with its own length (GNSS laps differ by a few decimetres).
+
+    ``refine_lag_s`` (default :data:`REFINE_LAG_S`; None or 0: off): a lap in :attr:`laps` is
+    replaced by its refined time once its crossings are refined; :attr:`final_laps` gets each lap
+    once, refined (what the recorder hands to lap records), and :meth:`end_session` refines the
+    laps still waiting.
     """
 
     def __init__(
@@ -523,7 +783,10 @@ class GnssLapChannels:
         options = dict(self.options)
         if self.fields.vel_n is not None and self.fields.vel_e is not None:
             options.setdefault("velocity_noise_mps", DOPPLER_VELOCITY_NOISE_MPS)
+        options["refine_lag_s"] = options.get("refine_lag_s", REFINE_LAG_S) or None  # 0: off
+        self.end_session()  # the laps to the old line: final with the fixes there are
         self.timer, self.plane = timer_for(circuit, **options)
+        self._refined_seen = 0
         self.delta.reset()
 
     def _pick(self, time_s: float, lat: float, lon: float) -> bool:
@@ -596,7 +859,15 @@ class GnssLapChannels:
         if self.timer is not None:
             self.timer.reset()
         self.delta.reset()
+        #: The laps as the page shows them: each as timed at the line, then replaced by its
+        #: refinement (``refine_lag_s`` of fixes later).
         self.laps: list[Lap] = []
+        #: The laps as timed at the line (never replaced: for measurements).
+        self.provisional: list[Lap] = []
+        #: The refined laps, in order (what the lap records and the journal get, once each).
+        self.final_laps: list[Lap] = []
+        self._refined_seen = 0
+        self._waiting: dict[int, tuple[int, float]] = {}  # lap number: (index in laps, offset)
         self._last: LapState | None = None
         self._last_key: tuple[float, float, float] | None = None
         self._offset: float | None = None
@@ -637,15 +908,74 @@ class GnssLapChannels:
         st = timer.update(t_fix, float(x), float(y), v_east, v_north, estimate=estimate is not None)
         if st.completed is not None:
             lap = st.completed
-            self.laps.append(replace(lap, start_s=lap.start_s + self._offset, end_s=lap.end_s + self._offset))
-            st = LapState(st.lap, st.lap_distance_m, st.sector, st.lap_time_s, self.laps[-1])
+            shown = replace(lap, start_s=lap.start_s + self._offset, end_s=lap.end_s + self._offset)
+            self._waiting[lap.number] = (len(self.laps), self._offset)
+            self.laps.append(shown)
+            self.provisional.append(shown)
+            st = LapState(st.lap, st.lap_distance_m, st.sector, st.lap_time_s, shown)
             self.delta.complete(
                 lap.number, lap.time_s, timer.lap_distances_m.get(lap.number), reference=lap.pit is None
             )
+        if len(timer.refined) > self._refined_seen:
+            self._take_refined()
         self.delta.update(st.lap, st.lap_distance_m, st.lap_time_s)
         self._last = st
         self._fix_session_t = t_fix + self._offset
         return st
+
+    def end_session(self) -> None:
+        """The session ends (before its footer): the laps waiting for their refinement are refined
+        with the fixes there are."""
+        if self.timer is not None:
+            self.timer.finish()
+            if len(self.timer.refined) > self._refined_seen:
+                self._take_refined()
+
+    def _take_refined(self) -> None:
+        """The timer's newly refined laps replace the ones shown at the line; the session's
+        reference lap follows the best refined lap."""
+        timer = self.timer
+        assert timer is not None
+        new = timer.refined[self._refined_seen :]
+        self._refined_seen = len(timer.refined)
+        for lap in new:
+            i, off = self._waiting.pop(lap.number, (-1, self._offset or 0.0))
+            final = replace(lap, start_s=lap.start_s + off, end_s=lap.end_s + off)
+            if 0 <= i < len(self.laps) and self.laps[i].number == lap.number:
+                self.laps[i] = final
+            self.final_laps.append(final)
+        self._refine_reference(timer)
+
+    def _refine_reference(self, timer: GnssLapTimer) -> None:
+        """With the session's best lap as the reference: the best refined lap, with its refined
+        time and trace, once it is refined (or once a refined lap beats the one set at the line)."""
+        d = self.delta
+        ref = d.reference
+        if d.fixed is not None or ref is None or ref.origin != "session":
+            return
+        best = min(racing_laps(timer.refined), key=lambda lap: lap.time_s, default=None)
+        if best is None or (ref.number == best.number and ref.lap_time_s == best.time_s):
+            return
+        if ref.number not in timer.refined_distances_m and best.time_s >= ref.lap_time_s:
+            return  # the reference is still as timed at the line, and faster
+        trace = timer.refined_trace(best.number)
+        if trace is None:
+            return
+        dd, tt = trace
+        ok = (dd > 0.0) & (tt > 0.0)
+        try:
+            d.reference = Reference.from_samples(
+                dd[ok],
+                tt[ok],
+                lap_time_s=best.time_s,
+                length_m=timer.refined_distances_m[best.number],
+                number=best.number,
+                origin="session",
+                step_m=d.step_m,
+                max_points=d.max_points,
+            )
+        except TrackError:
+            return
 
     def _new_fix(
         self, time_s: float, lat: float, lon: float, fix_time_s: float | None, has_fix: bool
@@ -718,6 +1048,8 @@ class GnssLapChannels:
                 "number": one.number,
                 "time_s": round(one.time_s, 3),
                 "sectors_s": [round(s, 3) for s in one.sector_times_s],
+                # False: as timed at the line, its refinement to come (docs/circuits.md)
+                "final": one.number not in self._waiting,
             }
             if one.pit is not None:
                 out["pit"] = one.pit
@@ -835,6 +1167,7 @@ def gnss_session_laps(
         st = plug.feed(*frame(i), estimate=estimates.get(i))
         if on_frame is not None:
             on_frame(i, st)
+    plug.end_session()
     return plug.laps, plug
 
 

@@ -193,6 +193,11 @@ function renderGroups(u) {
   }
 }
 
+// A GNSS lap as timed at the line, its refined time to come (docs/circuits.md): marked until then.
+function refiningText(lap) {
+  return lap && lap.final === false ? " · refining" : "";
+}
+
 function sectorsText(lap) {
   if (!lap || !lap.sectors_s || lap.sectors_s.length < 2) return "";
   return " (" + lap.sectors_s.map((s) => fmtLap(s)).join(" · ") + ")";
@@ -227,8 +232,8 @@ function renderLaps(box, lap, lapsLive, summary) {
   if (!lap && !lapsLive && !summary) { box.replaceChildren(); return; }
   const current = lap ? `lap ${lap.number} · ${fmtLap(lap.time_s)}` : "–";
   const pit = lapsLive && lapsLive.last && lapsLive.last.pit ? ` ${lapsLive.last.pit}-lap` : "";
-  const last = lapsLive && lapsLive.last ? `${fmtLap(lapsLive.last.time_s)}${pit}${sectorsText(lapsLive.last)}` : "–";
-  const best = lapsLive && lapsLive.best ? `${fmtLap(lapsLive.best.time_s)} (lap ${lapsLive.best.number})${sectorsText(lapsLive.best)}` : "–";
+  const last = lapsLive && lapsLive.last ? `${fmtLap(lapsLive.last.time_s)}${pit}${sectorsText(lapsLive.last)}${refiningText(lapsLive.last)}` : "–";
+  const best = lapsLive && lapsLive.best ? `${fmtLap(lapsLive.best.time_s)} (lap ${lapsLive.best.number})${sectorsText(lapsLive.best)}${refiningText(lapsLive.best)}` : "–";
   const rows = [["current", current, "current"], ["last", last, "last"], ["best", best, "best"]];
   if (lapsLive && "circuit" in lapsLive) rows.push(["circuit", lapsLive.circuit || "none yet: set the line", "circuit"]);
   const items = rows.map(([k, v, cls]) => {
