@@ -18,6 +18,7 @@ import asyncio.runners
 import inspect
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -67,7 +68,17 @@ def _run_subjects_ahead() -> None:
     os.nice(WORKER_NICENESS)
 
 
+def _cache_bytecode() -> None:
+    """Let this run and everything it starts keep compiled modules (``__pycache__``, ignored by
+    git) where the environment says not to (``PYTHONDONTWRITEBYTECODE``, set on some CI
+    machines): otherwise every worker compiles and assertion-rewrites the whole suite (10 s of
+    CPU each, 3 s from the cache) and every daemon and CLI subprocess compiles wrtfd again."""
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+        sys.dont_write_bytecode = False
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _cache_bytecode()
     _run_subjects_ahead()
 
 

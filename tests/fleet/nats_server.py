@@ -149,15 +149,28 @@ class NatsCluster:
 
 
 def wait_meta_leader(urls: list[str], token: str | None, timeout_s: float = 60.0) -> None:
-    """Until the cluster's JetStream answers (a meta leader was elected): polled, bounded."""
+    """Until the cluster's JetStream answers (a meta leader was elected) and can place a stream
+    on every node (a leader that does not know all its peers yet refuses an R3 stream: "no
+    suitable peers for placement", seen on a loaded machine): polled with a probe stream that is
+    deleted again, bounded."""
     import asyncio
 
     import nats
+    from nats.js.api import StorageType, StreamConfig
 
     async def ask() -> None:
         nc = await nats.connect(urls, token=token, connect_timeout=2, allow_reconnect=False)
         try:
-            await nc.jetstream(timeout=2.0).account_info()
+            js = nc.jetstream(timeout=2.0)
+            await js.account_info()
+            probe = StreamConfig(
+                name="TEST_PLACEMENT_PROBE",
+                subjects=["test.placement.probe"],
+                storage=StorageType.MEMORY,
+                num_replicas=len(urls),
+            )
+            await js.add_stream(probe)
+            await js.delete_stream("TEST_PLACEMENT_PROBE")
         finally:
             await nc.close()
 
@@ -167,7 +180,7 @@ def wait_meta_leader(urls: list[str], token: str | None, timeout_s: float = 60.0
         try:
             asyncio.run(ask())
             return
-        except Exception as exc:  # no meta leader yet: JetStream not available
+        except Exception as exc:  # no meta leader yet, or it does not know every peer yet
             last = exc
             time.sleep(0.2)
     raise AssertionError(f"the cluster elected no JetStream meta leader in {timeout_s} s: {last!r}")

@@ -104,15 +104,16 @@ def test_the_shipped_cluster_configs_form_a_jetstream_cluster_with_three_replica
 
         async def check() -> dict[str, int]:
             nc = await connect(ConnectOptions(servers=tuple(urls), token=token[1]), name="t")
-            js = nc.jetstream(timeout=10.0)
-            await ensure_streams(js, replicas=3)
-            await ObjectUploader(js, "wrtfd", new_nuid=lambda: "x", replicas=3).ensure_bucket()
-            out = {
-                name: int((await js.stream_info(name)).config.num_replicas or 0)
-                for name in ("WRTFD_STATE", "WRTFD_EVENTS", "OBJ_wrtfd")
-            }
-            await nc.close()
-            return out
+            try:
+                js = nc.jetstream(timeout=10.0)
+                await ensure_streams(js, replicas=3)
+                await ObjectUploader(js, "wrtfd", new_nuid=lambda: "x", replicas=3).ensure_bucket()
+                return {
+                    name: int((await js.stream_info(name)).config.num_replicas or 0)
+                    for name in ("WRTFD_STATE", "WRTFD_EVENTS", "OBJ_wrtfd")
+                }
+            finally:
+                await nc.close()
 
         assert asyncio.run(check()) == {"WRTFD_STATE": 3, "WRTFD_EVENTS": 3, "OBJ_wrtfd": 3}
     finally:
