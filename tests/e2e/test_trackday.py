@@ -21,6 +21,7 @@ shipped library) with 1 m of position noise, at 25 Hz (the rate the daemon sets 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -28,6 +29,7 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,34 +97,34 @@ def _page(browser: Any, url: str, ready_js: str) -> dict[str, str]:  # noqa: F81
         context.close()
 
 
-def _delta(text: str) -> float:
-    """A delta as the page writes it (``+0.12``, ``−0.05``)."""
-    return float(text.replace("−", "-"))
-
-
-@pytest.mark.allow_leaks  # Playwright's executor thread lives with the module's browser fixture
-def test_a_whole_track_day_headless(tmp_path: Path, browser: Any) -> None:  # noqa: F811
-    link = tmp_path / "usb-u-blox-if00"
-    truth_file = tmp_path / "truth.json"
+@contextlib.contextmanager
+def _track_day(
+    tmp_path: Path,
+    *sim_args: str,
+    source: str,
+    ubx: str = "rate_hz = 25\nbaud = 115200\nnmea_off = true\n",
+    recorder: str = 'rate_hz = 50\nclock = "source"\nsession_idle_s = 120\n',
+    link_name: str = "gnss",
+) -> Iterator[tuple[Daemon, subprocess.Popen[str], int]]:
+    """The u-blox simulator driving road.trk on a pty (``sim_args`` added) and the daemon reading
+    it at 9600 baud (``source`` lines added to its source, ``[sources.ubx]`` ``ubx``, recording
+    into ``tmp_path / "rec"``), started and ready; both stopped at the end. Yields the daemon,
+    the simulator and the status port."""
+    link = tmp_path / link_name
     sim = subprocess.Popen(
         [
-            *(sys.executable, "-m", "wrtfd", "simulate", "--protocol", "ubx", "--pty"),
-            *("--generation", "m10", "--track", str(ROAD), "--link", str(link)),
-            *("--truth", str(truth_file), "--laps", str(LAPS), "--seed", "5"),
-            *("--noise-m", "1", "--noise-tau-s", "0.04", "--speed-scale", "8", "--wait", "60"),
-            *("--hold", str(REFINE_LAG_S + 2)),
+            *(sys.executable, "-m", "wrtfd", "simulate", "--protocol", "ubx", "--pty", "--track", str(ROAD)),
+            *("--link", str(link), *sim_args),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     status_port = free_port()
-    out = tmp_path / "rec"
     config = (
-        f'[[sources]]\nkind = "serial"\nname = "gps"\nprotocol = "ubx"\ndevice = "{link}"\n'
-        f'baudrate = 9600\ncircuit = "auto"\nrefine_lag_s = {REFINE_LAG_S}\n'
-        "[sources.ubx]\nrate_hz = 25\nbaud = 115200\nnmea_off = true\n"
-        f'[recorder]\noutput_dir = "{out}"\nrate_hz = 50\nclock = "source"\nsession_idle_s = 120\n'
+        f'[[sources]]\nkind = "serial"\nname = "gps"\nprotocol = "ubx"\ndevice = "{link}"\nbaudrate = 9600\n'
+        f"{source}[sources.ubx]\n{ubx}"
+        f'[recorder]\noutput_dir = "{tmp_path / "rec"}"\n{recorder}'
         f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
     )
     d = Daemon(tmp_path, config, status_port=status_port)
@@ -132,6 +134,31 @@ def test_a_whole_track_day_headless(tmp_path: Path, browser: Any) -> None:  # no
         wait_for(link.exists, "the simulator's pty link")
         d.start()
         d.wait_ready()
+        yield d, sim, status_port
+    finally:
+        d.stop()
+        if sim.poll() is None:
+            sim.send_signal(signal.SIGTERM)
+        sim.wait(timeout=20)
+
+
+def _delta(text: str) -> float:
+    """A delta as the page writes it (``+0.12``, ``−0.05``)."""
+    return float(text.replace("−", "-"))
+
+
+@pytest.mark.allow_leaks  # Playwright's executor thread lives with the module's browser fixture
+def test_a_whole_track_day_headless(tmp_path: Path, browser: Any) -> None:  # noqa: F811
+    truth_file = tmp_path / "truth.json"
+    out = tmp_path / "rec"
+    with _track_day(
+        tmp_path,
+        *("--generation", "m10", "--truth", str(truth_file), "--laps", str(LAPS), "--seed", "5"),
+        *("--noise-m", "1", "--noise-tau-s", "0.04", "--speed-scale", "8", "--wait", "60"),
+        *("--hold", str(REFINE_LAG_S + 2)),
+        source=f'circuit = "auto"\nrefine_lag_s = {REFINE_LAG_S}\n',
+        link_name="usb-u-blox-if00",
+    ) as (d, sim, status_port):
         wait_for(lambda: any("found at 9600 baud" in ln for ln in d.lines), "the receiver set up")
         picked = wait_for(
             lambda: next((ln for ln in d.lines if "circuit Hillside picked" in ln), None),
@@ -169,11 +196,6 @@ def test_a_whole_track_day_headless(tmp_path: Path, browser: Any) -> None:  # no
         )
         d.signal(signal.SIGTERM)
         assert d.wait_exit() == 0, d.stderr
-    finally:
-        d.stop()
-        if sim.poll() is None:
-            sim.send_signal(signal.SIGTERM)
-            sim.wait(timeout=20)
     truth = json.loads(truth_file.read_text())
     want = truth["laps"]
     assert [lap["lap"] for lap in want] == list(range(1, LAPS + 1))
@@ -285,31 +307,16 @@ def test_the_pages_start_finish_button_lays_a_line(tmp_path: Path, browser: Any)
             }
         )
     )
-    link = tmp_path / "gnss"
-    sim = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "wrtfd", "simulate", "--protocol", "ubx", "--pty", "--track", str(ROAD)),
-            *("--link", str(link), "--laps", "3", "--seed", "2", "--speed-scale", "6", "--wait", "60"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    status_port = free_port()
-    config = (
-        f'[[sources]]\nkind = "serial"\nname = "gps"\nprotocol = "ubx"\ndevice = "{link}"\n'
-        'baudrate = 9600\ncircuit = "far.json"\n[sources.ubx]\nrate_hz = 10\nbaud = 115200\n'
-        f'[recorder]\noutput_dir = "{tmp_path / "rec"}"\nrate_hz = 20\nclock = "source"\n'
-        f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
-    )
-    d = Daemon(tmp_path, config, status_port=status_port)
-    context = browser.new_context(viewport=PHONE, bypass_csp=True)
-    try:
-        assert sim.stdout is not None
-        assert sim.stdout.readline().strip().startswith("/dev/")
-        wait_for(link.exists, "the simulator's pty link")
-        d.start()
-        d.wait_ready()
+    with (
+        _track_day(
+            tmp_path,
+            *("--laps", "3", "--seed", "2", "--speed-scale", "6", "--wait", "60"),
+            source='circuit = "far.json"\n',
+            ubx="rate_hz = 10\nbaud = 115200\n",
+            recorder='rate_hz = 20\nclock = "source"\n',
+        ) as (d, _sim, status_port),
+        browser.new_context(viewport=PHONE, bypass_csp=True) as context,
+    ):
         page = context.new_page()
         page.goto(f"http://127.0.0.1:{status_port}/")
         card = '[data-group="main"]'
@@ -347,12 +354,6 @@ def test_the_pages_start_finish_button_lays_a_line(tmp_path: Path, browser: Any)
         )
         d.signal(signal.SIGTERM)
         assert d.wait_exit() == 0, d.stderr
-    finally:
-        context.close()
-        d.stop()
-        if sim.poll() is None:
-            sim.send_signal(signal.SIGTERM)
-        sim.wait(timeout=20)
     # the file was open before the line was laid: its metadata keeps the configured circuit; the
     # press is a marker in it, and so is the line laid, which `wrtfd laps` times against
     name = re.search(r"circuit (start/finish marked at .*) laid across", laid)
@@ -430,35 +431,17 @@ def test_a_pit_stop_flags_the_in_lap_and_the_out_lap(tmp_path: Path, browser: An
         circuit_from_track(track), name="Hillside with pits", pit_entry=entry, pit_exit=exit_
     )
     (tmp_path / "pits.json").write_text(json.dumps(circuit_to_dict(circuit)))
-    link = tmp_path / "gnss"
     truth_file = tmp_path / "truth.json"
-    sim = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "wrtfd", "simulate", "--protocol", "ubx", "--pty", "--track", str(ROAD)),
-            *("--link", str(link), "--laps", "3", "--seed", "3", "--speed-scale", "6", "--wait", "60"),
-            *("--pit-lap", "1", "--truth", str(truth_file), "--noise-m", "1", "--noise-tau-s", "0.04"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    status_port = free_port()
     out = tmp_path / "rec"
-    config = (
-        f'[[sources]]\nkind = "serial"\nname = "gps"\nprotocol = "ubx"\ndevice = "{link}"\n'
-        'baudrate = 9600\ncircuit = "pits.json"\n'
-        "[sources.ubx]\nrate_hz = 25\nbaud = 115200\nnmea_off = true\n"
-        f'[recorder]\noutput_dir = "{out}"\nrate_hz = 50\nclock = "source"\nsession_idle_s = 120\n'
-        f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
-    )
-    d = Daemon(tmp_path, config, status_port=status_port)
-    context = browser.new_context(viewport=PHONE, bypass_csp=True)
-    try:
-        assert sim.stdout is not None
-        assert sim.stdout.readline().strip().startswith("/dev/")
-        wait_for(link.exists, "the simulator's pty link")
-        d.start()
-        d.wait_ready()
+    with (
+        _track_day(
+            tmp_path,
+            *("--laps", "3", "--seed", "3", "--speed-scale", "6", "--wait", "60"),
+            *("--pit-lap", "1", "--truth", str(truth_file), "--noise-m", "1", "--noise-tau-s", "0.04"),
+            source='circuit = "pits.json"\n',
+        ) as (d, sim, status_port),
+        browser.new_context(viewport=PHONE, bypass_csp=True) as context,
+    ):
         page = context.new_page()
         page.goto(f"http://127.0.0.1:{status_port}/")
         last_row = '[data-group="main"] .laprow.last .v'
@@ -476,12 +459,6 @@ def test_a_pit_stop_flags_the_in_lap_and_the_out_lap(tmp_path: Path, browser: An
         live = d.status()["recorder"]["laps_live"]["laps"]
         d.signal(signal.SIGTERM)
         assert d.wait_exit() == 0, d.stderr
-    finally:
-        context.close()
-        d.stop()
-        if sim.poll() is None:
-            sim.send_signal(signal.SIGTERM)
-        sim.wait(timeout=20)
     want = json.loads(truth_file.read_text())["laps"]
     assert live["best"]["number"] == 3 and "pit" not in live["best"], live
     assert live["reference"]["number"] == 3, live  # the delta's session reference
