@@ -446,13 +446,16 @@ class TickScheduler:
         while True:
             if self._t0 is None and not self._anchor(horizon, self._settle_ns if settle else 0):
                 return
-            last = self._tick_of(horizon) - 1  # last tick whose end <= horizon
+            t0, rn, rd = self._t0 or 0, self._rn, self._rd
+            last = ((horizon - t0) * rn) // rd - 1  # last tick whose end <= horizon (_tick_of, inline)
             if self._next_k > last:
                 return
             kmin: int | None = None
             for s in self._sources:
                 if s.pending:
-                    k = self._tick_of(self._v(s.pending[0]))
+                    estimate, epoch, key, v, _ = s.pending[0]  # _tick_of(_v(entry)), inline
+                    e = estimate(epoch, key)
+                    k = (((v if e is None else e) - t0) * rn) // rd
                     if kmin is None or k < kmin:
                         kmin = k
             if kmin is not None and kmin < self._next_k:
