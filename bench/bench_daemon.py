@@ -210,8 +210,8 @@ def in_process_breakdown() -> list[tuple[str, float, float]]:
         for i in range(600):  # the live driver's calls: its intake to feed(), a flush per tick
             ns = i * 16_666_667
             batch = deque([Sample.from_decoded("forza", ns, fz_dec[i])])
-            batch += [
-                Sample.from_decoded("f1", ns + k * 1000, x) for k, x in enumerate(f1_dec) if x is not None
+            batch += [  # a frame's packets share its sessionTime, which runs on (as the feeder's)
+                Sample("f1", ns + k * 1000, x.values, ns) for k, x in enumerate(f1_dec) if x is not None
             ]
             n += len(batch)
             feed(batch)

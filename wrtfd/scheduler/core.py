@@ -546,6 +546,8 @@ class TickScheduler:
                 continue
             prev_k = s.last_k
             got = False
+            c = s.counters
+            row_apply = s.row.apply
             while dq:
                 estimate, epoch, key, v, sample = dq[0]
                 e = estimate(epoch, key)
@@ -556,14 +558,13 @@ class TickScheduler:
                 dq.popleft()
                 got = True
                 if s.last_k == k:
-                    s.counters.superseded += 1
+                    c.superseded += 1
                     if first:
                         continue
                 if sample.stale or s.stale:
                     self._apply(s, sample, v, k)
                 else:  # what _apply does for a sample of a fresh source (one call less a sample)
-                    c = s.counters
-                    unknown, bad = s.row.apply(sample.values)
+                    unknown, bad = row_apply(sample.values)
                     if unknown or bad:
                         c.unknown_channels += unknown
                         c.bad_values += bad
@@ -574,7 +575,6 @@ class TickScheduler:
                     self._signal = True  # kept until the next frame (a non-driving source may signal)
             if got and s.drives:
                 drove = True
-                c = s.counters
                 c.ticks_emitted += 1
                 if prev_k is not None and self._base is not None and k - prev_k > 1:
                     c.ticks_dropped += k - prev_k - 1
