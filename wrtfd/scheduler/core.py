@@ -42,6 +42,10 @@ __all__ = [
 
 STALE_FIELD = "stale"
 
+#: A pushed sample waiting for its tick: (its clock's estimate, epoch, key, v at push, sample);
+#: ``estimate(epoch, key)`` is its virtual time now (None: v as pushed).
+_Pending = tuple[Callable[[int, int], int | None], int, int, int, Sample]
+
 
 class MergePolicy(StrEnum):
     """What happens when one source delivers several samples in one tick."""
@@ -179,8 +183,7 @@ class _Src:
         # The estimates are bound once: a pending entry holds its clock's (one lookup less a sample).
         self.clock_estimate = clock.estimate
         self.arrival_estimate = arrival.estimate
-        # (estimate, epoch, key, v at push, sample); estimate(epoch, key) is v now (None: as pushed)
-        self.pending: deque[tuple[Callable[[int, int], int | None], int, int, int, Sample]] = deque()
+        self.pending: deque[_Pending] = deque()
         self.counters = SourceCounters()
         self.session_base: dict[str, int] = {}
         self.info: dict[str, str] = {}
@@ -343,7 +346,7 @@ class TickScheduler:
             clock = src.clock
             before = clock.reanchors
             epoch, v = clock.observe(rx, st)
-            entry = (src.clock_estimate, epoch, st, v, sample)
+            entry: _Pending = (src.clock_estimate, epoch, st, v, sample)
             if clock.reanchors != before:
                 c.reanchors += clock.reanchors - before
         else:
@@ -431,7 +434,7 @@ class TickScheduler:
         return events
 
     @staticmethod
-    def _v(entry: tuple[Callable[[int, int], int | None], int, int, int, Sample]) -> int:
+    def _v(entry: _Pending) -> int:
         estimate, epoch, key, v, _ = entry
         e = estimate(epoch, key)
         return v if e is None else e
