@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 __all__ = [
@@ -142,7 +142,7 @@ class Sample:
     source_time_ns: int | None = None
     new_session: bool = False
     session_info: SessionDescription | None = None
-    stale: frozenset[str] = field(default_factory=frozenset)
+    stale: frozenset[str] = frozenset()  # one shared empty set (immutable): no call per sample
 
     @classmethod
     def from_decoded(cls, source: str, rx_ns: int, decoded: Decoded, *, new_session: bool = False) -> Sample:

@@ -301,16 +301,13 @@ class LiveRecorder:
             # Straight to the scheduler: what Recorder.advance(flush=False) + push do, without
             # two extra calls per sample. Events stay queued until the flush below.
             sched = rec.scheduler
-            advance = sched.advance
-            push = sched.push
-            popleft = intake.popleft
             timeline = self._timeline
             if timeline is None:
-                while intake:
-                    sample = popleft()
-                    advance(sample.rx_ns, flush=False)
-                    push(sample)
+                sched.feed(intake)
             else:
+                advance = sched.advance
+                push = sched.push
+                popleft = intake.popleft
                 while intake:
                     sample = timeline.place(popleft())
                     advance(sample.rx_ns, flush=False)

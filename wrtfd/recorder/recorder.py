@@ -287,7 +287,10 @@ class Recorder:
     def advance(self, now_ns: int, *, flush: bool = True) -> list[Op]:
         """Move the clock; ``flush=False`` keeps the operations for a later ``flush=True`` call
         (bigger frame blocks: what replay and the live driver do between batches)."""
-        return self._ops(self.scheduler.advance(now_ns, flush=flush))
+        if not flush:  # nothing to turn into operations (the per-sample call of a replay)
+            self.scheduler.advance(now_ns, flush=False)
+            return []
+        return self._ops(self.scheduler.advance(now_ns))
 
     def finish(self, reason: str = "end") -> list[Op]:
         """Place everything pending and end the session (end of input, stop, shutdown)."""

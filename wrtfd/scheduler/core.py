@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
@@ -41,6 +41,10 @@ __all__ = [
 ]
 
 STALE_FIELD = "stale"
+
+#: A pushed sample waiting for its tick: (its clock's estimate, epoch, key, v at push, sample);
+#: ``estimate(epoch, key)`` is its virtual time now (None: v as pushed).
+_Pending = tuple[Callable[[int, int], int | None], int, int, int, Sample]
 
 
 class MergePolicy(StrEnum):
@@ -137,7 +141,9 @@ class _Src:
 
     __slots__ = (
         "arrival",
+        "arrival_estimate",
         "clock",
+        "clock_estimate",
         "clocked",
         "counters",
         "drives",
@@ -174,7 +180,10 @@ class _Src:
         self.stale_view = stale_view
         self.arrival = arrival
         self.clock = clock
-        self.pending: deque[tuple[Any, int, int, int, Sample]] = deque()
+        # The estimates are bound once: a pending entry holds its clock's (one lookup less a sample).
+        self.clock_estimate = clock.estimate
+        self.arrival_estimate = arrival.estimate
+        self.pending: deque[_Pending] = deque()
         self.counters = SourceCounters()
         self.session_base: dict[str, int] = {}
         self.info: dict[str, str] = {}
@@ -332,23 +341,47 @@ class TickScheduler:
                     since[name] = sample.rx_ns
         rx = sample.rx_ns
         st = sample.source_time_ns
-        est: SourceClockMap | ArrivalClock
-        src.clocked = st is not None and src.use_clock
-        if src.clocked and st is not None:
-            est = src.clock
-            before = est.reanchors
-            epoch, v = est.observe(rx, st)
-            key = st
+        if st is not None and src.use_clock:
+            src.clocked = True
+            clock = src.clock
+            before = clock.reanchors
+            epoch, v = clock.observe(rx, st)
+            entry: _Pending = (src.clock_estimate, epoch, st, v, sample)
+            if clock.reanchors != before:
+                c.reanchors += clock.reanchors - before
         else:
-            est = src.arrival
-            before = est.reanchors
-            epoch, key, v = est.observe(rx)
-        c.reanchors += est.reanchors - before
-        if self._closed_end is not None and (v < self._closed_end or rx < self._closed_end):
+            src.clocked = False
+            arrival = src.arrival
+            before = arrival.reanchors
+            epoch, key, v = arrival.observe(rx)
+            entry = (src.arrival_estimate, epoch, key, v, sample)
+            if arrival.reanchors != before:
+                c.reanchors += arrival.reanchors - before
+        closed = self._closed_end
+        if closed is not None and (v < closed or rx < closed):
             c.late += 1
             c.dropped["late"] = c.dropped.get("late", 0) + 1
             return
-        src.pending.append((est, epoch, key, v, sample))
+        src.pending.append(entry)
+
+    def feed(self, intake: deque[Sample]) -> None:
+        """Take every sample of ``intake``, oldest first (emptying it): :meth:`advance` to its
+        ``rx_ns`` with ``flush=False``, then :meth:`push` it. The live driver's loop, one call a
+        batch; the advance is left out where it would only move the clock (before the wake time)."""
+        popleft = intake.popleft
+        push = self.push
+        while intake:
+            sample = popleft()
+            rx = sample.rx_ns
+            now = self._now
+            if now is None or rx > now:
+                now = rx
+            wake = self._wake_ns
+            if wake is None or now >= wake:
+                self.advance(rx, flush=False)
+            else:
+                self._now = now
+            push(sample)
 
     def advance(self, now_ns: int, *, flush: bool = True) -> list[SchedulerEvent]:
         """Move the clock to ``now_ns`` and close every tick a jitter window older than it.
@@ -356,11 +389,12 @@ class TickScheduler:
         With ``flush=False`` the events are kept (and frames gathered into bigger blocks) until
         a later call with ``flush=True`` returns them all, in order.
         """
-        if self._now is None or now_ns > self._now:
-            self._now = now_ns
+        now = self._now
+        if now is None or now_ns > now:
+            self._now = now = now_ns
         wake = self._wake_ns
-        if wake is None or self._now >= wake:
-            self._close(self._now - self._jitter_ns)
+        if wake is None or now >= wake:
+            self._close(now - self._jitter_ns)
             # Until ``now`` reaches the end of tick ``_next_k`` plus the window, :meth:`_close`
             # has nothing to do (on a grid it looks at nothing else): most samples skip it.
             t0 = self._t0
@@ -400,9 +434,9 @@ class TickScheduler:
         return events
 
     @staticmethod
-    def _v(entry: tuple[Any, int, int, int, Sample]) -> int:
-        est, epoch, key, v, _ = entry
-        e = est.estimate(epoch, key)
+    def _v(entry: _Pending) -> int:
+        estimate, epoch, key, v, _ = entry
+        e = estimate(epoch, key)
         return v if e is None else e
 
     def _tick_of(self, v: int) -> int:
@@ -415,13 +449,16 @@ class TickScheduler:
         while True:
             if self._t0 is None and not self._anchor(horizon, self._settle_ns if settle else 0):
                 return
-            last = self._tick_of(horizon) - 1  # last tick whose end <= horizon
+            t0, rn, rd = self._t0 or 0, self._rn, self._rd
+            last = ((horizon - t0) * rn) // rd - 1  # last tick whose end <= horizon (_tick_of, inline)
             if self._next_k > last:
                 return
             kmin: int | None = None
             for s in self._sources:
                 if s.pending:
-                    k = self._tick_of(self._v(s.pending[0]))
+                    estimate, epoch, key, v, _ = s.pending[0]  # _tick_of(_v(entry)), inline
+                    e = estimate(epoch, key)
+                    k = (((v if e is None else e) - t0) * rn) // rd
                     if kmin is None or k < kmin:
                         kmin = k
             if kmin is not None and kmin < self._next_k:
@@ -483,21 +520,22 @@ class TickScheduler:
     def _apply(self, s: _Src, sample: Sample, v: int, k: int | None) -> None:
         c = s.counters
         unknown, bad = s.row.apply(sample.values)
-        if unknown:
+        if unknown or bad:
             c.unknown_channels += unknown
-        if bad:
             c.bad_values += bad
         c.applied += 1
         stale = sample.stale
         if stale:
             s.row.mark_stale(stale)
             all_stale = s.row.all_names <= stale
-        else:
-            all_stale = False
-        if s.stale != all_stale:
-            s.stale = all_stale
+            if s.stale != all_stale:
+                s.stale = all_stale
+                if s.stale_view is not None:
+                    s.stale_view[0] = all_stale
+        elif s.stale:  # a sample without stale channels: the source is fresh again
+            s.stale = False
             if s.stale_view is not None:
-                s.stale_view[0] = all_stale
+                s.stale_view[0] = False
         s.last_update_ns = v
         s.last_k = k
 
@@ -511,9 +549,11 @@ class TickScheduler:
                 continue
             prev_k = s.last_k
             got = False
+            c = s.counters
+            row_apply = s.row.apply
             while dq:
-                est, epoch, key, v, sample = dq[0]
-                e = est.estimate(epoch, key)
+                estimate, epoch, key, v, sample = dq[0]
+                e = estimate(epoch, key)
                 if e is not None:
                     v = e
                 if v >= end:
@@ -521,15 +561,23 @@ class TickScheduler:
                 dq.popleft()
                 got = True
                 if s.last_k == k:
-                    s.counters.superseded += 1
+                    c.superseded += 1
                     if first:
                         continue
-                self._apply(s, sample, v, k)
+                if sample.stale or s.stale:
+                    self._apply(s, sample, v, k)
+                else:  # what _apply does for a sample of a fresh source (one call less a sample)
+                    unknown, bad = row_apply(sample.values)
+                    if unknown or bad:
+                        c.unknown_channels += unknown
+                        c.bad_values += bad
+                    c.applied += 1
+                    s.last_update_ns = v
+                    s.last_k = k
                 if sample.new_session:
                     self._signal = True  # kept until the next frame (a non-driving source may signal)
             if got and s.drives:
                 drove = True
-                c = s.counters
                 c.ticks_emitted += 1
                 if prev_k is not None and self._base is not None and k - prev_k > 1:
                     c.ticks_dropped += k - prev_k - 1

@@ -79,18 +79,24 @@ class SourceClockMap:
             self._anchor(d, rx_ns)
             self.reanchors += 1
         else:
+            cur = self._min_cur
             if rx_ns >= self._win_end:
-                self._min_prev = self._min_cur
-                self._min_cur = None
+                self._min_prev = cur
+                cur = None
                 self._win_end = rx_ns + self.window_ns
-            if self._min_cur is None or d < self._min_cur:
-                self._min_cur = d
+            if cur is None or d < cur:
+                cur = d
+            self._min_cur = cur
             if d < off - self.hyst_ns:
-                self.offset_ns = d
-            elif self._min_prev is not None:
-                least = min(self._min_prev, self._min_cur)
-                if least > off + self.hyst_ns:
-                    self.offset_ns = least
+                self.offset_ns = off = d
+            else:
+                prev = self._min_prev
+                if prev is not None:
+                    least = prev if prev < cur else cur
+                    if least > off + self.hyst_ns:
+                        self.offset_ns = off = least
+            self._last_src = src_ns
+            return self.epoch, src_ns + off
         self._last_src = src_ns
         return self.epoch, src_ns + (self.offset_ns or 0)
 

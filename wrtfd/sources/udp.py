@@ -421,6 +421,7 @@ class UdpSource:
         sample = Sample  # what Sample.from_decoded builds, without its keyword call
         truncated = int(socket.MSG_TRUNC)  # a plain int: IntFlag & costs microseconds per datagram
         last_key: list[object] = [None]  # the decoder's session key (F1 sessionUID ...) seen last
+        receiving = SourceState.RECEIVING  # bound once: an enum member lookup costs 70 ns
 
         def handle(data: bytes, addr: Any, flags: int, rx_ns: int, dst: bytes | None) -> None:
             last = stats.last_rx_ns
@@ -431,8 +432,8 @@ class UdpSource:
             stats.received += 1
             stats.bytes += len(data)
             stats.last_rx_ns = rx_ns
-            if stats.state is not SourceState.RECEIVING:
-                stats.set_state(SourceState.RECEIVING, f"from {addr[0]}:{addr[1]}")
+            if stats.state is not receiving:
+                stats.set_state(receiving, f"from {addr[0]}:{addr[1]}")
             if allow is not None and not allow.allows(addr[0]):
                 dropped.add("sender_not_allowed")
                 return
