@@ -39,7 +39,7 @@ def _plain(events: list[SchedulerEvent]) -> list[object]:
     ]
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     samples=streams(),
     cuts=st.lists(st.integers(1, 40), min_size=1, max_size=60),

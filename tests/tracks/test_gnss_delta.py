@@ -27,7 +27,7 @@ from wrtfd.tracks.circuit import circuit_from_track
 from wrtfd.tracks.geodesy import track_plane
 from wrtfd.tracks.geometry import LanePath
 from wrtfd.tracks.gnsslaps import GnssLapChannels, gnss_session_laps
-from wrtfd.tracks.laps import timing_sectors
+from wrtfd.tracks.laps import Lap, timing_sectors
 
 ROAD = Path(__file__).resolve().parents[2] / "config" / "tracks" / "road.trk"
 FRAME_HZ = 50
@@ -184,6 +184,14 @@ def _session(rate_hz: int, seed: int, noise_m: float = 1.0) -> tuple[np.ndarray,
     return frames, times, drive
 
 
+@cache
+def _timed(rate_hz: int, seed: int, noise_m: float, smooth: bool) -> tuple[list[Lap], GnssLapChannels, Drive]:
+    """The laps of :func:`_session` timed by the plug-in (once: the tests only read them)."""
+    frames, times, drive = _session(rate_hz, seed, noise_m)
+    laps, plug = gnss_session_laps(frames, times, circuit_from_track(load_track(ROAD)), smooth=smooth)
+    return laps, plug, drive
+
+
 def _errors_ms(
     rate_hz: int,
     *,
@@ -195,12 +203,10 @@ def _errors_ms(
     """Lap and sector errors (ms) over ``seeds`` (5 laps, 15 sectors each), every lap counted once
     and every sector line crossed once a lap. Live (``smooth=False``): the laps refined
     ``refine_lag_s`` later, or with ``provisional`` as shown at the line."""
-    circuit = circuit_from_track(load_track(ROAD))
     laps_ms: list[float] = []
     sectors_ms: list[float] = []
     for seed in seeds:
-        frames, times, drive = _session(rate_hz, seed, noise_m)
-        laps, plug = gnss_session_laps(frames, times, circuit, smooth=smooth)
+        laps, plug, drive = _timed(rate_hz, seed, noise_m, smooth)
         if provisional:
             laps = plug.provisional
         assert [lap.number for lap in laps] == [lap.number for lap in drive.laps] == [1, 2, 3, 4, 5]
@@ -242,10 +248,8 @@ def test_refined_laps_add_up_to_the_session(rate_hz: int) -> None:
     """Each crossing is refined once: a refined lap starts where the one before ended, so the lap
     times add up to the time from the first crossing to the last; the sectors add up to the lap.
     The records (``final_laps``) are the page's laps, each once, in order."""
-    circuit = circuit_from_track(load_track(ROAD))
     for seed in SEEDS:
-        frames, times, _ = _session(rate_hz, seed)
-        laps, plug = gnss_session_laps(frames, times, circuit, smooth=False)
+        laps, plug, _ = _timed(rate_hz, seed, 1.0, False)
         assert plug.final_laps == laps and [lap.number for lap in laps] == [1, 2, 3, 4, 5]
         assert laps != plug.provisional  # refined: every lap moved by some microseconds at least
         for before, after in pairwise(laps):
