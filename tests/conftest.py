@@ -17,7 +17,6 @@ import asyncio
 import asyncio.runners
 import inspect
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -29,6 +28,8 @@ import pytest
 from blockbuster import blockbuster_ctx
 from hypothesis import settings
 
+from tests.priority import run_subjects_ahead
+
 # Tests never assert wall-clock time (benchmarks measure speed): hypothesis' per-example deadline
 # is such an assertion, and a loaded machine (three test workers, other people's work) trips it.
 settings.register_profile("wrtfd", deadline=None)
@@ -38,34 +39,6 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 SHARED_DATA = SHARED / "data"
 SHARED_SPEC = SHARED / "spec"
-
-#: How much lower the test workers' own scheduling priority is than the processes they start.
-#: The subjects of the end-to-end tests (daemons, simulators, servers) work against the clock:
-#: a daemon starved for a few tens of milliseconds drops late samples, as it should, and fails
-#: a test about something else. Where the workers may raise a child's priority again (root,
-#: as in CI), they run at this niceness and every process they start at the usual 0, so that
-#: CPU-bound tests in the workers (property tests, type checking) yield to them. Elsewhere
-#: nothing changes.
-WORKER_NICENESS = 5
-
-
-def _subject_priority() -> None:
-    """In a child between fork and exec: back to the usual priority."""
-    os.setpriority(os.PRIO_PROCESS, 0, 0)
-
-
-def _run_subjects_ahead() -> None:
-    if os.geteuid() != 0 or os.getpriority(os.PRIO_PROCESS, 0) != 0:
-        return
-    original = subprocess.Popen.__init__
-
-    def popen_init(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
-        if kwargs.get("preexec_fn") is None:
-            kwargs["preexec_fn"] = _subject_priority
-        original(self, *args, **kwargs)
-
-    subprocess.Popen.__init__ = popen_init  # type: ignore[method-assign]
-    os.nice(WORKER_NICENESS)
 
 
 def _cache_bytecode() -> None:
@@ -79,7 +52,7 @@ def _cache_bytecode() -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     _cache_bytecode()
-    _run_subjects_ahead()
+    run_subjects_ahead()
 
 
 #: Modules that take a minute or more of wall time, mostly waiting (a log replayed at its own

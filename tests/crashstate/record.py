@@ -22,6 +22,7 @@ from pathlib import Path
 from tests.crashstate.replay import FileHistory, HarnessError
 from tests.crashstate.trace import FileOp, FsLog, ProcessEnd, Trace, interpret, read_trace, strace_command
 from tests.e2e.test_daemon_harness import free_port, wait_for
+from tests.priority import usual_priority
 
 __all__ = ["SCENARIOS", "Recording", "Step", "record", "strace_usable"]
 
@@ -210,31 +211,34 @@ def record(
         wait_for(ready, "the daemon to be ready", START_TIMEOUT_S)
         tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sent = 0
-        try:
-            paused = True
-            for step in steps:
-                if step.kind == "drive":
-                    if paused:  # a drive phase runs from one pause to the next (signals included)
-                        phases.append([])
-                    phase = phases[-1]
-                    paused = False
-                    start = time.monotonic()
-                    n = round(step.seconds * RATE_HZ)
-                    for i in range(n):
-                        delay = start + i / RATE_HZ - time.monotonic()
-                        if delay > 0:
-                            time.sleep(delay)
-                        tx.sendto(grams[sent], ("127.0.0.1", port))
-                        phase.append(time.time())
-                        sent += 1
-                elif step.kind == "pause":
-                    time.sleep(step.seconds)
-                    paused = True
-                elif step.kind in ("signal", "end"):
-                    os.kill(pid, step.sig)
-                    signals.append((time.time(), signal.Signals(step.sig).name))
-        finally:
-            tx.close()
+        # The feed's pace is part of the loss measured: a feeder starved behind the run's other
+        # tests sends what is overdue in a burst just before a signal (tests/priority.py).
+        with usual_priority():
+            try:
+                paused = True
+                for step in steps:
+                    if step.kind == "drive":
+                        if paused:  # a drive phase runs from one pause to the next (signals included)
+                            phases.append([])
+                        phase = phases[-1]
+                        paused = False
+                        start = time.monotonic()
+                        n = round(step.seconds * RATE_HZ)
+                        for i in range(n):
+                            delay = start + i / RATE_HZ - time.monotonic()
+                            if delay > 0:
+                                time.sleep(delay)
+                            tx.sendto(grams[sent], ("127.0.0.1", port))
+                            phase.append(time.time())
+                            sent += 1
+                    elif step.kind == "pause":
+                        time.sleep(step.seconds)
+                        paused = True
+                    elif step.kind in ("signal", "end"):
+                        os.kill(pid, step.sig)
+                        signals.append((time.time(), signal.Signals(step.sig).name))
+            finally:
+                tx.close()
         proc.wait(timeout=EXIT_TIMEOUT_S)
     finally:
         if proc.poll() is None:

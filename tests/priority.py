@@ -1,0 +1,56 @@
+"""Scheduling priority in the test run (tests/conftest.py): where the workers may raise a child's
+priority again (root, as in CI), they run at :data:`WORKER_NICENESS` and every process they start
+at the usual 0. The subjects of the end-to-end tests (daemons, simulators, servers) work against
+the clock; a daemon starved behind a CPU-bound test drops late samples, as it should, and fails a
+test about something else. Elsewhere nothing changes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["WORKER_NICENESS", "run_subjects_ahead", "usual_priority"]
+
+WORKER_NICENESS = 5
+
+
+def _subject_priority() -> None:
+    """In a child between fork and exec: back to the usual priority."""
+    os.setpriority(os.PRIO_PROCESS, 0, 0)
+
+
+def run_subjects_ahead() -> None:
+    """In a test process: the processes it starts at 0, itself at :data:`WORKER_NICENESS`."""
+    if os.geteuid() != 0 or os.getpriority(os.PRIO_PROCESS, 0) != 0:
+        return
+    original = subprocess.Popen.__init__
+
+    def popen_init(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("preexec_fn") is None:
+            kwargs["preexec_fn"] = _subject_priority
+        original(self, *args, **kwargs)
+
+    subprocess.Popen.__init__ = popen_init  # type: ignore[method-assign]
+    os.nice(WORKER_NICENESS)
+
+
+@contextlib.contextmanager
+def usual_priority() -> Iterator[None]:
+    """The calling thread at the usual priority for a while (a feeder whose timing is part of
+    what the test measures: the crash-state recordings' datagrams, sent at their pace)."""
+    before = os.getpriority(os.PRIO_PROCESS, 0)  # Linux: the calling thread's
+    if before == 0:
+        yield
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, 0)
+    except PermissionError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, before)
