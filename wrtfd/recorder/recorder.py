@@ -338,16 +338,25 @@ class Recorder:
     def live_summaries(self) -> dict[str, Any]:
         """What derived plug-ins with a ``live()`` method say now (laps: last and best lap with
         sectors), for the page; empty outside a session. Never part of a file."""
-        out: dict[str, Any] = {}
         if not self.scheduler.in_session:
-            return out
+            return {}
+        return {d.name: said for d, said in self._ask_plugins("live")}
+
+    def _ask_plugins(
+        self, method: str, then: Callable[[Any], Any] = lambda said: said
+    ) -> list[tuple[Any, Any]]:
+        """Each derived plug-in that has the optional ``method``: it and ``then(method())``. A
+        plug-in's exception is counted (``derived_errors``) and that plug-in left out: a
+        plug-in's bug must not stop the recording."""
+        out: list[tuple[Any, Any]] = []
         for d in self.derived:
-            live = getattr(d, "live", None)
-            if live is not None:
-                try:
-                    out[d.name] = live()
-                except Exception:  # a plug-in's bug must not stop the recording
-                    self.derived_errors += 1
+            call = getattr(d, method, None)
+            if call is None:
+                continue
+            try:
+                out.append((d, then(call())))
+            except Exception:
+                self.derived_errors += 1
         return out
 
     def _summaries(self) -> dict[str, Any]:
@@ -432,13 +441,8 @@ class Recorder:
         if self._held_meta and (self._meta_tick is None or self._meta_tick >= self._info_wait_ticks):
             return None
         out: dict[str, str] = {}
-        for d in self.derived:
-            learnt = getattr(d, "file_metadata", None)
-            if learnt is not None:
-                try:
-                    out.update(learnt())
-                except Exception:  # a plug-in's bug must not stop the recording
-                    self.derived_errors += 1
+        for _, learnt in self._ask_plugins("file_metadata", dict):
+            out.update(learnt)
         fixed = self.policy.metadata
         return {k: v for k, v in out.items() if k not in fixed} or None
 
@@ -491,15 +495,7 @@ class Recorder:
     def _plugin_marks(self) -> None:
         """Markers a plug-in asks for (``take_marks()``: the GNSS lap plug-in's laid line), at
         the tick of the frame it asked at; the stamper writes them into this block on."""
-        for d in self.derived:
-            take = getattr(d, "take_marks", None)
-            if take is None:
-                continue
-            try:
-                asked = list(take())
-            except Exception:  # a plug-in's bug must not stop the recording
-                self.derived_errors += 1
-                continue
+        for _, asked in self._ask_plugins("take_marks", list):
             for time_s, note in asked:
                 tick = max(0, round(float(time_s) * self._rate))
                 self.markers.request(tick, self._live_start_us + round(float(time_s) * 1e6), str(note))
@@ -507,14 +503,7 @@ class Recorder:
     def _end_derived(self) -> None:
         """The session ends: plug-ins with an ``end_session()`` settle what waits (the GNSS lap
         channels refine the laps still waiting), before the footer and the last look for laps."""
-        for d in self.derived:
-            end = getattr(d, "end_session", None)
-            if end is None:
-                continue
-            try:
-                end()
-            except Exception:  # a plug-in's bug must not stop the recording
-                self.derived_errors += 1
+        self._ask_plugins("end_session")
         if self.collect_laps:
             self._look_for_laps()
 
