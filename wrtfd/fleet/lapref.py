@@ -121,8 +121,7 @@ def cut_lap(
     :raises FormatError: the source is not a readable WRTF file.
     """
     from wrtfd.format import Reader, Writer
-    from wrtfd.format.check import CHECK_KEYS
-    from wrtfd.format.spec import SCHEMA_METADATA_KEY
+    from wrtfd.format.writer import copied_metadata
 
     with Reader(source) as r:
         if not 0 <= session < len(r.sessions):
@@ -140,7 +139,7 @@ def cut_lap(
         part = frames[a - 1 : b + 1]
         if lap is not None:
             _check_lap(part, lap, source)
-        meta = {k: v for k, v in r.metadata.items() if k not in CHECK_KEYS and k != SCHEMA_METADATA_KEY}
+        meta = copied_metadata(r.metadata)
         meta.update(metadata or {})
         tmp = dest.with_name(f".{dest.name}.tmp")
         with Writer(

@@ -74,6 +74,7 @@ from wrtfd.format.spec import (
 __all__ = [
     "SessionEntry",
     "Writer",
+    "copied_metadata",
     "encode_document_footer",
     "encode_file_header",
     "encode_session_footer",
@@ -161,6 +162,12 @@ def _pick_salt(check_salt: int | None, given: Mapping[str, str]) -> int:
     if meta_salt is not None and meta_salt != check_salt:
         raise FormatError(f"metadata {CHECK_SALT_KEY!r} and check_salt disagree")
     return check_salt
+
+
+def copied_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
+    """A file's metadata as a :class:`Writer` making a copy of it takes it: without the keys a
+    writer sets itself (the embedded schema; the frame check's, which a new file salts anew)."""
+    return {k: v for k, v in metadata.items() if k != SCHEMA_METADATA_KEY and k not in CHECK_KEYS}
 
 
 def encode_file_header(rate_hz: int, start_timestamp_us: int, metadata: Sequence[tuple[str, str]]) -> bytes:

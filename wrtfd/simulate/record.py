@@ -76,8 +76,7 @@ def tile_recording(src: Path, dst: Path, *, frames: int) -> Path:
 
     from wrtfd.errors import FormatError
     from wrtfd.format import Reader, Writer
-    from wrtfd.format.check import CHECK_KEYS
-    from wrtfd.format.spec import SCHEMA_METADATA_KEY
+    from wrtfd.format.writer import copied_metadata
 
     with Reader(src) as r:
         if not r.sessions or r.total_frames == 0:
@@ -85,7 +84,7 @@ def tile_recording(src: Path, dst: Path, *, frames: int) -> Path:
         best = max(r.sessions, key=lambda s: s.frame_count)
         lap = np.array(r.frames(best.index))
         # The frame check (a new salt: another file) when the source has one.
-        meta = {k: v for k, v in r.metadata.items() if k != SCHEMA_METADATA_KEY and k not in CHECK_KEYS}
+        meta = copied_metadata(r.metadata)
         with Writer(
             dst,
             r.schema,
