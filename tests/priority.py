@@ -1,8 +1,10 @@
 """Scheduling priority in the test run (tests/conftest.py): where the workers may raise a child's
-priority again (root, as in CI), they run at :data:`WORKER_NICENESS` and every process they start
-at the usual 0. The subjects of the end-to-end tests (daemons, simulators, servers) work against
-the clock; a daemon starved behind a CPU-bound test drops late samples, as it should, and fails a
-test about something else. Elsewhere nothing changes."""
+priority again (root, as in CI), they run at :data:`WORKER_NICENESS` and the processes they start
+at the usual 0, but for the checking tools (:data:`BATCH_TOOLS`: mypy, ruff, installers), which
+stay at the workers' niceness. The subjects of the end-to-end tests (daemons, simulators,
+servers, the browser) work against the clock; a daemon or a simulator starved behind a CPU-bound
+test or tool drops late samples or stalls its feed, as it should, and fails a test about
+something else. Elsewhere nothing changes."""
 
 from __future__ import annotations
 
@@ -14,7 +16,16 @@ from typing import Any
 
 __all__ = ["WORKER_NICENESS", "run_subjects_ahead", "usual_priority"]
 
-WORKER_NICENESS = 5
+WORKER_NICENESS = 10
+
+#: Commands (an argument's last path part, or ``-m MODULE``) that take CPU without working against
+#: the clock: they run at the workers' niceness, behind the subjects.
+BATCH_TOOLS = frozenset({"mypy", "ruff", "lint-imports", "uv", "pip", "venv"})
+
+
+def _is_batch(args: Any) -> bool:
+    argv = [args] if isinstance(args, str | bytes | os.PathLike) else list(args)
+    return any(os.path.basename(os.fsdecode(a)) in BATCH_TOOLS for a in argv[:3])
 
 
 def _subject_priority() -> None:
@@ -29,7 +40,7 @@ def run_subjects_ahead() -> None:
     original = subprocess.Popen.__init__
 
     def popen_init(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
-        if kwargs.get("preexec_fn") is None:
+        if kwargs.get("preexec_fn") is None and not _is_batch(args[0] if args else kwargs.get("args", ())):
             kwargs["preexec_fn"] = _subject_priority
         original(self, *args, **kwargs)
 

@@ -230,3 +230,20 @@ def test_dumps_round_trip_property(metadata: dict[str, str], rate: int, fsync: f
         }
     )
     assert parse_config(tomllib.loads(dumps(cfg.model_dump(mode="json"))), "p") == cfg
+
+
+def test_jitter_s_reaches_the_recorder_policy_within_its_bounds(tmp_path: Path) -> None:
+    from wrtfd.daemon.config import load_config
+    from wrtfd.daemon.recorder_port import recorder_policy
+    from wrtfd.defaults import ARRIVAL_BUNCH_S, TICK_JITTER_S
+
+    path = tmp_path / "wrtfd.toml"
+    source = '[[sources]]\nkind = "udp"\nprotocol = "forza"\nport = 5300\n'
+    path.write_text(source)
+    assert recorder_policy(load_config(path), tmp_path).jitter_s == TICK_JITTER_S
+    path.write_text(source + "[recorder]\njitter_s = 0.5\n")
+    assert recorder_policy(load_config(path), tmp_path).jitter_s == 0.5
+    for bad in (ARRIVAL_BUNCH_S / 2, 2.5):  # under bunch_s (the policy refuses it), over 2 s
+        path.write_text(source + f"[recorder]\njitter_s = {bad}\n")
+        with pytest.raises(ConfigError, match="jitter_s"):
+            load_config(path)

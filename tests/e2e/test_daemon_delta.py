@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.e2e.test_daemon_harness import record_simulation, recordings
+from tests.e2e.test_daemon_harness import FOLLOW_SIMULATOR, record_simulation, recordings
 from wrtfd.format import Reader
 
 pytestmark = pytest.mark.slow
@@ -37,7 +37,7 @@ def drive(tmp_path: Path, seed: int, laps: int, extra: str = "") -> tuple[dict[s
         "forza",
         *("--track", str(ROAD), "--laps", str(laps), "--seed", str(seed), "--speed-scale", str(SPEED_SCALE)),
         source=f'track = "{ROAD}"\n{extra}',
-        recorder='clock = "source"\n',
+        recorder=FOLLOW_SIMULATOR,
         rate_hz=RATE_HZ,
     )
     files = recordings(out)

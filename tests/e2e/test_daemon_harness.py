@@ -25,6 +25,11 @@ FORZA_FILE = Path("udp/forza_fm2023/fm2023_dash_331B_x1793.bin")
 FORZA_SIZE = 331
 #: Every wait in these tests is bounded by this (seconds); a hang fails instead of blocking CI.
 WAIT_S = 20.0
+#: ``[recorder]`` options of a daemon recording an accelerated simulator on the simulator's clock
+#: (``clock = "source"``, docs/daemon.md). The timeline holds the jitter window before it runs on
+#: without the source: at the default 0.1 s, a simulator stalled 0.2 s by a loaded test machine
+#: re-anchors it and a lap comes out 0.1 s long (seen at three workers); half a second rides that out.
+FOLLOW_SIMULATOR = 'clock = "source"\njitter_s = 0.5\n'
 
 
 #: Options of a ``struct`` source reading :func:`feed_records` (a custom feed with its own clock).

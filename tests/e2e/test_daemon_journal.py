@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_daemon_harness import (
+    FOLLOW_SIMULATOR,
     OVAL,
     BackgroundFeed,
     Daemon,
@@ -80,7 +81,7 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         tmp_path,
         forza=f'track = "{OVAL}"\nrcvbuf_bytes = 4194304\n',
         feed="drives_frames = false\nsilent_after_s = 1\n",
-        recorder=f'rate_hz = {RATE_HZ}\nclock = "source"\nrotate_s = 15\n',
+        recorder=f"rate_hz = {RATE_HZ}\n{FOLLOW_SIMULATOR}rotate_s = 15\n",
         status="min_free_mb = 1000000000\n",  # 1 PB: the disk is "low"
         log_format="journal",
     )

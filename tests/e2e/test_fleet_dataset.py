@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_daemon_harness import Daemon, run_cli, wait_for
+from tests.e2e.test_daemon_harness import FOLLOW_SIMULATOR, Daemon, run_cli, wait_for
 from tests.e2e.test_fleet import (
     OVAL,
     fleet_daemon,
@@ -69,7 +69,7 @@ def test_dataset_best_lap_per_driver_equals_the_fleet_leaderboard(tmp_path: Path
             tmp_path,
             rig,
             server,
-            recorder_extra=f'clock = "source"\n[recorder.metadata]\nDriver = "{driver}"\n',
+            recorder_extra=f'{FOLLOW_SIMULATOR}[recorder.metadata]\nDriver = "{driver}"\n',
             fleet_extra="live_hz = 2\n",
         )
         for rig, driver in DRIVERS.items()

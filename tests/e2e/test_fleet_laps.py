@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_daemon_harness import Daemon, run_cli, wait_for
+from tests.e2e.test_daemon_harness import FOLLOW_SIMULATOR, Daemon, run_cli, wait_for
 from tests.e2e.test_fleet import (
     OVAL,
     fleet,
@@ -80,7 +80,7 @@ def _file_laps(path: Path, tmp: Path) -> list[tuple[int, dict[str, Any]]]:
 
 def test_lap_records_arrive_once_across_an_outage_and_a_kill(tmp_path: Path) -> None:
     server = NatsServer(tmp_path / "nats").start()
-    extra_rec = 'clock = "source"\n'
+    extra_rec = FOLLOW_SIMULATOR
     extra_fleet = "reconnect_wait_s = 0.5\nlive_hz = 2\n"
     daemons = {
         rig: fleet_daemon(tmp_path, rig, server, recorder_extra=extra_rec, fleet_extra=extra_fleet)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.e2e.test_daemon_harness import Daemon, recordings, wait_for
+from tests.e2e.test_daemon_harness import FOLLOW_SIMULATOR, Daemon, recordings, wait_for
 from tests.e2e.test_fleet import OVAL, connected, fleet, fleet_daemon, restarted, start_connected
 from tests.fleet.nats_server import NatsServer
 from wrtfd.format import Reader
@@ -78,7 +78,7 @@ def lap_channels(out: Path) -> list[np.ndarray]:
 
 def test_rig_b_drives_against_rig_as_best_lap_and_follows_when_it_improves(tmp_path: Path) -> None:
     server = NatsServer(tmp_path / "nats").start()
-    rec = 'clock = "source"\n'
+    rec = FOLLOW_SIMULATOR
     a = fleet_daemon(tmp_path, "rig-a", server, recorder_extra=rec, fleet_extra="live_hz = 2\n")
     b = fleet_daemon(
         tmp_path,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_daemon_harness import record_simulation, recordings, run_cli
+from tests.e2e.test_daemon_harness import FOLLOW_SIMULATOR, record_simulation, recordings, run_cli
 from wrtfd.format import Reader
 
 pytestmark = pytest.mark.slow
@@ -31,7 +31,7 @@ def test_every_lap_of_the_file_is_one_record(tmp_path: Path) -> None:
         "forza",
         *("--track", str(OVAL), "--laps", "3", "--speed-scale", "4", "--seed", "3"),
         source=f'track = "{OVAL}"\n',
-        recorder='clock = "source"\n[recorder.metadata]\nDriver = "Ada"\n',
+        recorder=f'{FOLLOW_SIMULATOR}[recorder.metadata]\nDriver = "Ada"\n',
         rate_hz=RATE_HZ,
     )
     (path,) = recordings(out)

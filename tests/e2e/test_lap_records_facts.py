@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_daemon_harness import (
+    FOLLOW_SIMULATOR,
     Daemon,
     free_port,
     record_simulation,
@@ -45,7 +46,7 @@ def test_a_lap_the_game_marks_invalid_is_recorded_invalid(tmp_path: Path) -> Non
         "f1",
         *("--track", str(OVAL), "--laps", "3", "--speed-scale", "4", "--seed", "5", "--invalid-lap", "2"),
         source=f'track = "{OVAL}"\n',
-        recorder='clock = "source"\n',
+        recorder=FOLLOW_SIMULATOR,
         rate_hz=RATE_HZ,
     )
     (path,) = recordings(out)

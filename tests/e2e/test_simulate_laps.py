@@ -15,7 +15,7 @@ import anyio
 import numpy as np
 import pytest
 
-from tests.e2e.test_daemon_harness import record_simulation, recordings
+from tests.e2e.test_daemon_harness import FOLLOW_SIMULATOR, record_simulation, recordings
 from wrtfd.decoders.forza import ForzaDecoder
 from wrtfd.format import Reader
 from wrtfd.recorder import LiveRecorder, RecorderPolicy, SourceSpec
@@ -182,7 +182,7 @@ def test_daemon_recording_redetected_after_the_fact(tmp_path: Path) -> None:
         tmp_path,
         "f1",
         *("--track", str(KART), "--laps", "2", "--seed", "3", "--speed-scale", str(DAEMON_SPEED_SCALE)),
-        recorder='clock = "source"\n',
+        recorder=FOLLOW_SIMULATOR,
         rate_hz=RATE_HZ,
     )
     files = recordings(out)

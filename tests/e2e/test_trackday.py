@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.e2e.test_daemon_harness import Daemon, free_port, recordings, run_cli, wait_for
+from tests.e2e.test_daemon_harness import FOLLOW_SIMULATOR, Daemon, free_port, recordings, run_cli, wait_for
 from tests.e2e.test_web_page import PHONE, browser  # noqa: F401  (the module's browser fixture)
 from wrtfd.format import Reader
 from wrtfd.tracks.circuit import shipped_circuits
@@ -103,7 +103,7 @@ def _track_day(
     *sim_args: str,
     source: str,
     ubx: str = "rate_hz = 25\nbaud = 115200\nnmea_off = true\n",
-    recorder: str = 'rate_hz = 50\nclock = "source"\nsession_idle_s = 120\n',
+    recorder: str = f"rate_hz = 50\n{FOLLOW_SIMULATOR}session_idle_s = 120\n",
     link_name: str = "gnss",
 ) -> Iterator[tuple[Daemon, subprocess.Popen[str], int]]:
     """The u-blox simulator driving road.trk on a pty (``sim_args`` added) and the daemon reading
@@ -313,7 +313,7 @@ def test_the_pages_start_finish_button_lays_a_line(tmp_path: Path, browser: Any)
             *("--laps", "3", "--seed", "2", "--speed-scale", "6", "--wait", "60"),
             source='circuit = "far.json"\n',
             ubx="rate_hz = 10\nbaud = 115200\n",
-            recorder='rate_hz = 20\nclock = "source"\n',
+            recorder=f"rate_hz = 20\n{FOLLOW_SIMULATOR}",
         ) as (d, _sim, status_port),
         browser.new_context(viewport=PHONE, bypass_csp=True) as context,
     ):

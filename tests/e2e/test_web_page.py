@@ -21,7 +21,14 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_daemon_harness import Daemon, free_port, recordings, udp_source, wait_for
+from tests.e2e.test_daemon_harness import (
+    FOLLOW_SIMULATOR,
+    Daemon,
+    free_port,
+    recordings,
+    udp_source,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -195,7 +202,7 @@ def test_page_shows_the_delta_green_gaining_red_losing(browser: Any, tmp_path: P
     out = tmp_path / "rec"
     config = (
         udp_source("forza", "forza", forza_port, f'group = "forza"\ntrack = "{OVAL}"\n')
-        + f'[recorder]\noutput_dir = "{out}"\nclock = "source"\n'
+        + f'[recorder]\noutput_dir = "{out}"\n{FOLLOW_SIMULATOR}'
         + f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
     )
     d = Daemon(tmp_path, config, status_port=status_port).start()

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_daemon_harness import Daemon, free_port, run_cli, udp_source, wait_for
+from tests.e2e.test_daemon_harness import FOLLOW_SIMULATOR, Daemon, free_port, run_cli, udp_source, wait_for
 from tests.e2e.test_fleet import OVAL, simulate
 from tests.fleet.nats_server import TOKEN, NatsCluster
 
@@ -84,7 +84,7 @@ def test_rig_moves_to_another_node_uploads_complete_collect_is_byte_identical(
     servers = ", ".join(f'"{u}"' for u in cluster.urls)
     config = (
         udp_source("forza", "forza", forza_port, f'track = "{OVAL}"\n')
-        + '[recorder]\noutput_dir = "rec"\nclock = "source"\nsession_idle_s = 3.0\n'
+        + f'[recorder]\noutput_dir = "rec"\n{FOLLOW_SIMULATOR}session_idle_s = 3.0\n'
         + f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
         + f'[fleet]\nservers = [{servers}]\nreplicas = 3\ntoken = "{TOKEN}"\nrig = "rig-c"\n'
         + f"status_interval_s = 1.0\nchunk_bytes = 16384\nupload_rate_bytes_s = {RATE}\n"

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 
 import anyio
 
+from tests.priority import usual_priority
+
 
 class PtyDevice:
     """One pseudo-terminal pair; ``path`` is what the source opens."""
@@ -49,12 +51,13 @@ class PtyDevice:
 
     def write_timed(self, chunks: Iterable[tuple[float, bytes]], *, speed: float = 1.0) -> None:
         """Write each chunk at its offset (seconds from now, divided by ``speed``)."""
-        start = time.monotonic()
-        for offset_s, data in chunks:
-            delay = start + offset_s / speed - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            self.write_all(data)
+        with usual_priority():
+            start = time.monotonic()
+            for offset_s, data in chunks:
+                delay = start + offset_s / speed - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                self.write_all(data)
 
     def read_available(self, timeout_s: float = 0.0) -> bytes:
         """Bytes the source wrote (commands), without blocking longer than ``timeout_s``."""

@@ -12,6 +12,7 @@ import anyio
 import anyio.to_thread
 import numpy as np
 
+from tests.priority import usual_priority
 from wrtfd.decoders.base import Sample
 from wrtfd.format import Reader
 from wrtfd.recorder import RecorderPolicy, SourceSpec, replay
@@ -20,16 +21,13 @@ START_US = 1_700_000_000_000_000
 
 
 def _send_schedule(datagrams: Sequence[bytes], address: tuple[str, int], offsets_s: Sequence[float]) -> None:
-    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx, usual_priority():
         t0 = time.monotonic()
         for d, at in zip(datagrams, offsets_s, strict=True):
             delay = t0 + at - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
             tx.sendto(d, address)
-    finally:
-        tx.close()
 
 
 async def send_at(datagrams: Sequence[bytes], address: tuple[str, int], offsets_s: Sequence[float]) -> None:

@@ -35,6 +35,7 @@ from pydantic import (
 
 from wrtfd.daemon.defaults import default_config_data, state_directory
 from wrtfd.defaults import (
+    ARRIVAL_BUNCH_S,
     INFO_WAIT_S,
     RAW_TAP_MAX_BYTES,
     RECORDER_RATE_HZ,
@@ -425,6 +426,10 @@ class RecorderConfig(_Model):
     rotate_sessions: Annotated[int, Field(ge=1)] | None = None
     #: Written data is fsynced at least this often (the power-cut term of docs/durability.md).
     fsync_interval_s: PositiveSeconds = durability.FSYNC_INTERVAL_S
+    #: How long a tick stays open for late or bunched samples (docs/timing.md); with ``clock =
+    #: "source"``, also how long a silent clock source is waited for. More: a stalling feed is
+    #: ridden out; the frames' latency and a crash's loss grow by as much (docs/durability.md).
+    jitter_s: Annotated[float, Field(ge=ARRIVAL_BUNCH_S, le=2.0)] = durability.JITTER_S
     #: How often the recorder's engine turns samples into frames: idle CPU against latency
     #: (frames reach the writer up to this much later; durability is bounded by fsync anyway).
     engine_tick_s: Annotated[float, Field(ge=0.001, le=0.5)] = durability.TICK_S

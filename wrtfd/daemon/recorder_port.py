@@ -78,6 +78,7 @@ def recorder_policy(loaded: LoadedConfig, output_dir: Path) -> Any:
         rotate_s=rc.rotate_s,
         rotate_sessions=rc.rotate_sessions,
         fsync_interval_s=rc.fsync_interval_s,
+        jitter_s=rc.jitter_s,
         metadata=dict(rc.metadata),
     )
 
