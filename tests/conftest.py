@@ -28,7 +28,7 @@ import pytest
 from blockbuster import blockbuster_ctx
 from hypothesis import settings
 
-from tests.priority import run_subjects_ahead
+from tests.priority import run_subjects_ahead, usual_priority
 
 # Tests never assert wall-clock time (benchmarks measure speed): hypothesis' per-example deadline
 # is such an assertion, and a loaded machine (three test workers, other people's work) trips it.
@@ -122,6 +122,18 @@ def _live_threads() -> set[threading.Thread]:
 def _is_async(request: pytest.FixtureRequest) -> bool:
     func = getattr(request, "function", None)
     return func is not None and inspect.iscoroutinefunction(func)
+
+
+@pytest.fixture(autouse=True)
+def realtime_at_usual_priority(request: pytest.FixtureRequest) -> Iterator[None]:
+    """An async test runs sources and recorders on its own event loop, against the clock: at the
+    usual priority, like the subjects the workers start (tests/priority.py); so does a test
+    marked ``realtime``. The rest stays at the workers' niceness."""
+    if _is_async(request) or request.node.get_closest_marker("realtime"):
+        with usual_priority():
+            yield
+    else:
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -29,7 +29,8 @@ WAIT_S = 20.0
 #: (``clock = "source"``, docs/daemon.md). The timeline holds the jitter window before it runs on
 #: without the source: at the default 0.1 s, a simulator stalled 0.2 s by a loaded test machine
 #: re-anchors it and a lap comes out 0.1 s long (seen at three workers); half a second rides that out.
-FOLLOW_SIMULATOR = 'clock = "source"\njitter_s = 0.5\n'
+FOLLOW_SIMULATOR_JITTER_S = 0.5
+FOLLOW_SIMULATOR = f'clock = "source"\njitter_s = {FOLLOW_SIMULATOR_JITTER_S}\n'
 
 
 #: Options of a ``struct`` source reading :func:`feed_records` (a custom feed with its own clock).

@@ -15,7 +15,13 @@ import anyio
 import numpy as np
 import pytest
 
-from tests.e2e.test_daemon_harness import FOLLOW_SIMULATOR, record_simulation, recordings
+from tests.e2e.test_daemon_harness import (
+    FOLLOW_SIMULATOR,
+    FOLLOW_SIMULATOR_JITTER_S,
+    record_simulation,
+    recordings,
+)
+from tests.priority import usual_priority
 from wrtfd.decoders.forza import ForzaDecoder
 from wrtfd.format import Reader
 from wrtfd.recorder import LiveRecorder, RecorderPolicy, SourceSpec
@@ -51,7 +57,7 @@ async def record_simulated_laps(out_dir: Path) -> tuple[dict, dict]:
     source = UdpSource("forza", decoder, host="127.0.0.1", port=0, rcvbuf_bytes=4 << 20)
     live = LiveRecorder(
         [SourceSpec("forza", decoder.definition)],
-        RecorderPolicy(output_dir=out_dir, rate_hz=RATE_HZ),
+        RecorderPolicy(output_dir=out_dir, rate_hz=RATE_HZ, jitter_s=FOLLOW_SIMULATOR_JITTER_S),
         derived=[lap_channels_for(track, source="forza", protocol="forza")],
         source_clock=True,
     )
@@ -102,7 +108,8 @@ async def record_simulated_laps(out_dir: Path) -> tuple[dict, dict]:
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path, dict]:
     out_dir = tmp_path_factory.mktemp("e2e")
-    summary, stats = anyio.run(record_simulated_laps, out_dir)
+    with usual_priority():  # the recorder runs here, against the clock (tests/priority.py)
+        summary, stats = anyio.run(record_simulated_laps, out_dir)
     files = sorted(out_dir.glob("*.wrtf"))
     assert len(files) == 1, files
     return summary, files[0], stats
