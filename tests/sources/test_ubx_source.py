@@ -57,7 +57,11 @@ class Simulated:
 
 
 def _source(path: str, **options: object) -> UbxSource:
+    """The source under test; its waits for an answer are 3 s unless a test sets them: the
+    simulated receiver answers from a thread of the test's process, which a machine busy with
+    the rest of the suite can hold up longer than the defaults' 1 s (seen: no answer to MON-VER)."""
     settings = SerialSettings(path=path, baudrate=38400, reopen_min_s=0.05, reopen_max_s=0.2)
+    options = {"probe_timeout_s": 3.0, "ack_timeout_s": 3.0, **options}
     return UbxSource("gps", settings, UbxDecoder(), **options)  # type: ignore[arg-type]
 
 
