@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.e2e.test_daemon_harness import Daemon, free_port, recordings, run_cli, wait_for
+from tests.e2e.test_daemon_harness import UBX_PATIENCE, Daemon, free_port, recordings, run_cli, wait_for
 from tests.e2e.test_live_vs_tap import assert_same_recording
 from wrtfd.format import Reader
 
@@ -69,7 +69,7 @@ def _run(
     config = (
         f'[[sources]]\nkind = "serial"\nname = "gps"\nprotocol = "ubx"\ndevice = "{link}"\nbaudrate = 9600\n'
         f"{source}"
-        f"[sources.ubx]\n{ubx}\n"
+        f"[sources.ubx]\n{ubx}\n{UBX_PATIENCE}"
         # every epoch must reach the file: half a second of jitter window rides out a daemon or a
         # simulator stalled by the rest of the suite (at eight workers, with the default 0.1 s, one
         # epoch of the 25 Hz receiver was missing: an 80 ms step among the 40 ms ones)
