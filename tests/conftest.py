@@ -31,7 +31,7 @@ from hypothesis import settings
 from tests.priority import run_subjects_ahead, usual_priority
 
 # Tests never assert wall-clock time (benchmarks measure speed): hypothesis' per-example deadline
-# is such an assertion, and a loaded machine (three test workers, other people's work) trips it.
+# is such an assertion, and a loaded machine (six test workers, other people's work) trips it.
 settings.register_profile("wrtfd", deadline=None)
 settings.load_profile("wrtfd")
 

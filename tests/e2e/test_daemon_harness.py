@@ -29,12 +29,12 @@ WAIT_S = 20.0
 #: (``clock = "source"``, docs/daemon.md). The timeline holds the jitter window before it runs on
 #: without the source: at the default 0.1 s, a simulator stalled 0.2 s by a loaded test machine
 #: re-anchors it and a lap comes out 0.1 s long (seen at three workers); half a second rides that out.
+FOLLOW_SIMULATOR_JITTER_S = 0.5
+FOLLOW_SIMULATOR = f'clock = "source"\njitter_s = {FOLLOW_SIMULATOR_JITTER_S}\n'
 #: ``[sources.ubx]`` waits of a daemon setting up the simulated u-blox receiver (``wrtfd simulate
 #: --pty``): 3 s for each answer, not the 1 s default: a busy test machine held the simulator's
 #: answers up longer (an in-process test saw no MON-VER answer at any baud rate).
 UBX_PATIENCE = "ack_timeout_s = 3.0\nprobe_timeout_s = 3.0\n"
-FOLLOW_SIMULATOR_JITTER_S = 0.5
-FOLLOW_SIMULATOR = f'clock = "source"\njitter_s = {FOLLOW_SIMULATOR_JITTER_S}\n'
 
 
 #: Options of a ``struct`` source reading :func:`feed_records` (a custom feed with its own clock).
