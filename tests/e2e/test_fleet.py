@@ -417,8 +417,10 @@ def test_a_file_closed_by_sigterm_is_uploaded_before_the_daemon_exits(
     tmp_path: Path, server: NatsServer
 ) -> None:
     # A link slow enough that the last file takes seconds (three 16 KiB chunks, one a second
-    # after the first), well within the default stop_upload_s.
-    slow = "chunk_bytes = 16384\nupload_rate_bytes_s = 16384\n"
+    # after the first), well within a stop_upload_s of 15 s (the default 5 s, the test's subject
+    # is the wait, not its length: a clean-clone run at six workers once found the file not
+    # uploaded at exit, the daemon's log cut short in the message; it is printed whole now)
+    slow = "chunk_bytes = 16384\nupload_rate_bytes_s = 16384\nstop_upload_s = 15\n"
     d = fleet_daemon(tmp_path, "rig-t", server, fleet_extra=slow).start()
     rec = tmp_path / "rig-t" / "rec"
     sim = None
@@ -440,7 +442,7 @@ def test_a_file_closed_by_sigterm_is_uploaded_before_the_daemon_exits(
     assert len(files) == 1 and files[0].stat().st_size > 32768
     objects, _ = server_objects(server)  # after the exit: nothing of this rig runs any more
     info = objects.get(f"rig-t/{files[0].name}")
-    assert info is not None, (sorted(objects), d.stderr)
+    assert info is not None, f"{sorted(objects)}\n{d.stderr}"
     assert info.headers["Wrtfd-Sha256"] == [sha(files[0])] and info.size == files[0].stat().st_size
     assert info.headers["Wrtfd-Complete"] == ["true"]
 
