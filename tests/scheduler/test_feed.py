@@ -10,24 +10,30 @@ from hypothesis import strategies as st
 
 from tests.scheduler.test_properties import DT, PLANS, streams
 from wrtfd.decoders.base import Sample
-from wrtfd.scheduler import FrameBlock, SchedulerConfig, SchedulerEvent, TickScheduler
+from wrtfd.scheduler import FrameBlock, SchedulerConfig, SchedulerEvent, SourceTimeline, TickScheduler
 
 
 def _run(
-    batches: list[list[Sample]], *, use_feed: bool, **config: object
+    batches: list[list[Sample]], *, use_feed: bool, follow: bool = False, **config: object
 ) -> tuple[list[SchedulerEvent], TickScheduler]:
+    """The batches through ``feed`` or ``advance`` + ``push``; ``follow``: each sample placed on
+    a timeline that follows source ``a``'s clock first (``recorder.clock = "source"``)."""
     sched = TickScheduler(PLANS, DT, SchedulerConfig(rate_hz=60, **config))  # type: ignore[arg-type]
+    timeline = SourceTimeline(frozenset({"a"}), hold_ns=100_000_000) if follow else None
     events: list[SchedulerEvent] = []
     for batch in batches:
         if use_feed:
             intake = deque(batch)
-            sched.feed(intake)
+            sched.feed(intake, None if timeline is None else timeline.place)
             assert not intake  # feed empties the intake
         else:
             for s in batch:
+                if timeline is not None:
+                    s = timeline.place(s)
                 sched.advance(s.rx_ns, flush=False)
                 sched.push(s)
-        events += sched.advance(batch[-1].rx_ns + 3_000_000)  # the step's own advance, a little later
+        later = batch[-1].rx_ns + 3_000_000  # the step's own advance, a little later
+        events += sched.advance(later if timeline is None else timeline.now(later))
     events += sched.finish()
     return events, sched
 
@@ -46,9 +52,10 @@ def _plain(events: list[SchedulerEvent]) -> list[object]:
     stale_every=st.sampled_from([0, 3, 7]),
     merge=st.sampled_from(["last", "first"]),
     idle=st.sampled_from([None, 1.0]),
+    follow=st.booleans(),
 )
 def test_feed_gives_the_events_and_counters_of_advance_and_push(
-    samples: list[Sample], cuts: list[int], stale_every: int, merge: str, idle: float | None
+    samples: list[Sample], cuts: list[int], stale_every: int, merge: str, idle: float | None, follow: bool
 ) -> None:
     if stale_every:  # some samples flag channels stale (the other branch of applying a sample)
         samples = [
@@ -62,8 +69,8 @@ def test_feed_gives_the_events_and_counters_of_advance_and_push(
             break
         batches.append(samples[at : at + n])
         at += n
-    want, ref = _run(batches, use_feed=False, merge=merge, session_idle_s=idle)
-    got, sched = _run(batches, use_feed=True, merge=merge, session_idle_s=idle)
+    want, ref = _run(batches, use_feed=False, follow=follow, merge=merge, session_idle_s=idle)
+    got, sched = _run(batches, use_feed=True, follow=follow, merge=merge, session_idle_s=idle)
     assert _plain(got) == _plain(want)
     assert {k: c.as_dict() for k, c in sched.counters().items()} == {
         k: c.as_dict() for k, c in ref.counters().items()

@@ -300,18 +300,8 @@ class LiveRecorder:
         if intake:
             # Straight to the scheduler: what Recorder.advance(flush=False) + push do, without
             # two extra calls per sample. Events stay queued until the flush below.
-            sched = rec.scheduler
             timeline = self._timeline
-            if timeline is None:
-                sched.feed(intake)
-            else:
-                advance = sched.advance
-                push = sched.push
-                popleft = intake.popleft
-                while intake:
-                    sample = timeline.place(popleft())
-                    advance(sample.rx_ns, flush=False)
-                    push(sample)
+            rec.scheduler.feed(intake, None if timeline is None else timeline.place)
         now_ns = self._clock_ns()
         self._queue(rec.advance(now_ns if self._timeline is None else self._timeline.now(now_ns)))
         self.progress += 1

@@ -364,14 +364,15 @@ class TickScheduler:
             return
         src.pending.append(entry)
 
-    def feed(self, intake: deque[Sample]) -> None:
-        """Take every sample of ``intake``, oldest first (emptying it): :meth:`advance` to its
-        ``rx_ns`` with ``flush=False``, then :meth:`push` it. The live driver's loop, one call a
-        batch; the advance is left out where it would only move the clock (before the wake time)."""
+    def feed(self, intake: deque[Sample], place: Callable[[Sample], Sample] | None = None) -> None:
+        """Take every sample of ``intake``, oldest first (emptying it), ``place(sample)`` first if
+        given (a :class:`SourceTimeline`'s): :meth:`advance` to its ``rx_ns`` with
+        ``flush=False``, then :meth:`push` it. The live driver's loop, one call a batch; the
+        advance is left out where it would only move the clock (before the wake time)."""
         popleft = intake.popleft
         push = self.push
         while intake:
-            sample = popleft()
+            sample = popleft() if place is None else place(popleft())
             rx = sample.rx_ns
             now = self._now
             if now is None or rx > now:
