@@ -241,3 +241,33 @@ async def test_a_wrong_token_is_refused_and_said_so(nats_server: NatsServer, tmp
     assert pub.problem() == "refused by the server"
     assert "authorization refused" in (pub.snapshot()["last_error"] or "")
     await pub.close()
+
+
+async def test_a_file_still_being_queued_at_the_stop_is_uploaded(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """The stop's last uploads wait for a file the publisher is still putting in its queue (on a
+    loaded machine the queue's write takes a while; the file was left for the next start)."""
+    out = tmp_path / "rec"
+    out.mkdir()
+    content = os.urandom(20_000)
+    (out / "a.wrtf").write_bytes(content)
+    pub = FleetPublisher(_settings(nats_server.url, tmp_path), output_dir=out)
+    pub.start()
+    await _until(lambda: pub.state == "connected", "the link")
+    queue_add = pub._queue.add
+
+    def slow_add(*args: Any, **kwargs: Any) -> Any:  # a slow disk, in the fleet's worker thread
+        time.sleep(0.5)
+        return queue_add(*args, **kwargs)
+
+    pub._queue.add = slow_add  # type: ignore[method-assign]
+    pub.notify(FileClosed("main", str(out / "a.wrtf"), 10, len(content), True))
+    await _until(lambda: not pub._events, "the event taken by the publisher")
+    await pub.close()  # SIGTERM now: the file is still being queued
+    nc = await connect(ConnectOptions(servers=(nats_server.url,), token=TOKEN), name="check")
+    try:
+        obj = await (await nc.jetstream().object_store("wrtfd")).get("rig-t/a.wrtf")
+        assert obj.data == content
+    finally:
+        await nc.close()

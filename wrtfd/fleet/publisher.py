@@ -104,6 +104,7 @@ class FleetPublisher:
         self._live: deque[LiveFrames] = deque()
         self._events: deque[RecordingEvent] = deque()
         self._events_lock = threading.Lock()
+        self._drain_lock = asyncio.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -642,6 +643,12 @@ class FleetPublisher:
                 await asyncio.sleep(wait_s)
 
     async def _drain(self) -> None:
+        # One drain at a time: the stop's waits for an event the pump is still handling (a closed
+        # file being put in the upload queue), or that file would miss the last uploads.
+        async with self._drain_lock:
+            await self._drain_now()
+
+    async def _drain_now(self) -> None:
         while self._events:
             with self._events_lock:
                 item = self._events.popleft()
