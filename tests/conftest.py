@@ -95,41 +95,23 @@ def pytest_configure(config: pytest.Config) -> None:
     _warm_the_cache(config)
 
 
-#: The modules that take the most wall time, longest first, most of it waiting (a log replayed at
-#: its own pace, a cluster's failover, server outages, simulated sessions; mypy from a cold cache):
-#: collected first, so that pytest-xdist's ``loadscope`` hands them out longest first and the short
-#: modules fill in beside them; a long module handed out last ends the run alone (one did by two
-#: minutes; at six workers, measured 2026-11-28: the workers ended 251-287 s with only the first
-#: seven listed, the last one running tests/sources/test_ubx_source.py's 59 s).
+#: Modules that take a minute or more of wall time, mostly waiting (a log replayed at its own
+#: pace, a cluster's failover, fresh venvs, server outages, a receiver's set-up): collected first,
+#: so that pytest-xdist's ``loadscope`` hands them to the workers at the start and the rest of the
+#: suite runs beside them instead of after them (one of them last added two minutes to a run; at
+#: six workers the workers then end within 10 s of each other, 286-296 s, measured 2026-11-28).
+#: Only those: every long module first (28, longest first) put the end-to-end tests' daemons and
+#: simulators all at the start, together, and the run took longer (327 and 340 s against 311 s).
 LONG_MODULES = (
     "tests/e2e/test_gnss_kart_live.py",
-    "tests/e2e/test_trackday.py",
+    "tests/test_typing.py",
     "tests/fleet/test_cluster.py",
+    "tests/e2e/test_trackday.py",
+    "tests/test_packaging.py",
     "tests/e2e/test_fleet.py",
     "tests/sources/test_ubx_source.py",
-    "tests/test_typing.py",
-    "tests/e2e/test_gnss_laps_live.py",
-    "tests/e2e/test_daemon.py",
-    "tests/e2e/test_simulate_laps.py",
-    "tests/e2e/test_daemon_laps.py",
-    "tests/e2e/test_status_cmd.py",
-    "tests/scheduler/test_properties.py",
-    "tests/e2e/test_live_vs_tap.py",
-    "tests/e2e/test_daemon_delta.py",
-    "tests/e2e/test_web_page.py",
-    "tests/e2e/test_fleet_laps.py",
-    "tests/e2e/test_daemon_foxglove.py",
-    "tests/sources/test_udp_loopback_record.py",
-    "tests/e2e/test_fleet_reference.py",
-    "tests/crashstate/test_crash_states.py",
-    "tests/sources/test_serial_slcan.py",
-    "tests/tracks/test_gnss_delta.py",
-    "tests/e2e/test_fleet_dataset.py",
-    "tests/e2e/test_lap_records_facts.py",
-    "tests/e2e/test_daemon_gt7_pcars.py",
     "tests/importers/test_pcap_import.py",
-    "tests/recorder/test_crash.py",
-    "tests/test_packaging.py",
+    "tests/e2e/test_gnss_laps_live.py",
 )
 
 
