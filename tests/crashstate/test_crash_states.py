@@ -260,5 +260,9 @@ def test_frames_are_written_at_every_read_while_driving(recordings: dict[str, Re
             during = [t for t in writes if lo <= t <= hi]
             gaps += [(b - a, name) for a, b in itertools.pairwise(during)]
     assert len(gaps) >= 30, len(gaps)  # about 5 a second over the runs' steady driving
+    # That defect delayed the batch after every fsync (each second: a fifth of the gaps); a loaded
+    # machine delays a step now and then (one gap of 0.383 s in a clean-clone run of the suite).
+    over = sorted((round(gap, 3), name) for gap, name in gaps if gap > limit)
+    assert len(over) <= max(1, len(gaps) // 20), f"gaps between two writes while driving: {over}"
     worst, name = max(gaps)
-    assert worst <= limit, f"{name}: {worst:.3f} s between two writes while driving"
+    assert worst <= 2 * READ_INTERVAL_S, f"{name}: {worst:.3f} s between two writes while driving"
