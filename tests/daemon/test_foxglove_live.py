@@ -137,6 +137,11 @@ async def test_advertises_every_groups_topics_and_sends_decimated_frames_to_subs
             subs = {1: channels["/forza"], 2: channels["/wrtfd/log"]}
             await ws.send(subscribe(subs))
             await _wait(lambda: live.snapshot()["subscribed_clients"] == 1, "the subscription")
+            # The listener hears of a subscription from the SDK's thread; frames published before
+            # the channels have the client as a sink go to nobody (a live view misses a few; this
+            # test wants them all). Once, in a loaded run, nothing came in 10 s: likely that.
+            forza = live._groups["a"].channels[live._groups["a"].names.index("/forza")]
+            await _wait(lambda: forza.has_sinks() and live._log_channel.has_sinks(), "the sinks")
             start_us = T0_US + 10_000_000
             hub.publish(SessionStarted("a", "session", start_us))  # the group's 2nd session
             for first in range(0, 60, 6):  # ten engine steps of 6 frames at 60 Hz
