@@ -103,9 +103,9 @@ def pytest_configure(config: pytest.Config) -> None:
 #: Only those: every long module first (28, longest first) put the end-to-end tests' daemons and
 #: simulators all at the start, together, and the run took longer (327 and 340 s against 311 s);
 #: tests/sources/test_ubx_source.py (a minute of a simulated receiver's set-ups in the worker's own
-#: process) comes last of them, the second module of a worker (after tests/fleet/test_cluster.py's
-#: minute and a half): handed out at the run's busiest start it missed every probe twice in two
-#: runs, and handed out last it ended a run alone (355 s).
+#: process) comes last of them, so that it is a worker's second module, behind one of the first:
+#: handed out at the run's busiest start it missed every probe twice in two runs, and handed out
+#: last it ended a run alone (355 s).
 LONG_MODULES = (
     "tests/e2e/test_gnss_kart_live.py",
     "tests/test_typing.py",
