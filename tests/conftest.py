@@ -62,10 +62,11 @@ def collection_halves(tests: Path) -> tuple[list[Path], list[Path]]:
     parts = [
         p for p in tests.iterdir() if p.name.startswith("test_") or (p.is_dir() and p.name != "__pycache__")
     ]
-    for path in sorted(parts, key=_py_bytes, reverse=True):
+    sizes = {p: _py_bytes(p) for p in parts}
+    for path in sorted(parts, key=sizes.__getitem__, reverse=True):
         half = loads.index(min(loads))
         halves[half].append(path)
-        loads[half] += _py_bytes(path)
+        loads[half] += sizes[path]
     return halves
 
 

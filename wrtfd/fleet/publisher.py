@@ -375,7 +375,6 @@ class FleetPublisher:
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._drain_lock = asyncio.Lock()  # this loop's (a lock binds to the loop that waits on it)
         self._stop = asyncio.Event()
         self._connected, self._work = asyncio.Event(), asyncio.Event()
         self._ready.set()

@@ -297,13 +297,13 @@ class LiveRecorder:
     def _step(self) -> None:
         rec = self.recorder
         intake = self._intake
+        timeline = self._timeline
         if intake:
             # Straight to the scheduler: what Recorder.advance(flush=False) + push do, without
             # two extra calls per sample. Events stay queued until the flush below.
-            timeline = self._timeline
             rec.scheduler.feed(intake, None if timeline is None else timeline.place)
         now_ns = self._clock_ns()
-        self._queue(rec.advance(now_ns if self._timeline is None else self._timeline.now(now_ns)))
+        self._queue(rec.advance(now_ns if timeline is None else timeline.now(now_ns)))
         self.progress += 1
 
     def _queue(self, ops: list[Op]) -> None:
