@@ -19,7 +19,7 @@ Measured as installed, with every module's bytecode cached (pip compiles it at i
 runs may write it (``PYTHONDONTWRITEBYTECODE`` is dropped from their environment) and one
 unmeasured daemon run per checkout writes what the daemon imports first. Without a cache every
 start compiles its modules: 60.9 MB instead of 55.7 here, and twice the start (docs/daemon.md,
-"Install it with its bytecode").
+"Bytecode").
 """
 
 from __future__ import annotations

@@ -235,7 +235,7 @@ def test_fresh_core_install_reads_files_and_the_daemon_extra_runs_the_daemon(tmp
             env=env,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=300,  # the service install compiles the venv
         )
 
     for module in ("anyio", "pydantic", "cantools", "serial_asyncio", "pynmeagps"):
@@ -271,6 +271,40 @@ def test_fresh_core_install_reads_files_and_the_daemon_extra_runs_the_daemon(tmp
         assert daemon.wait_exit() == 0, daemon.stderr
     finally:
         daemon.stop()
+
+    # The service cannot write bytecode into its venv (ProtectSystem=strict): the install compiles it.
+    site = Path(in_venv(python, "sysconfig", "sysconfig.get_paths()['purelib']"))
+    for cache in site.rglob("__pycache__"):  # as uv leaves a venv (the runs above wrote some)
+        shutil.rmtree(cache)
+    app = site / "wrtfd" / "daemon" / "app.py"
+    (site / "legacy_data").mkdir()  # a package's test data in Python 2: never compiles
+    (site / "legacy_data" / "old.py").write_text('print "not Python 3"\n')
+    compiled = Path(in_venv(python, "importlib.util", f"importlib.util.cache_from_source({str(app)!r})"))
+    root = tmp_path / "root"
+    root.mkdir()
+    dry = wrtfd("service", "install", "--root", str(root), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    compile_line = f"would run {venv / 'bin' / 'python'} -m compileall -q -j 0 {site} ("
+    assert any(line.startswith(compile_line) for line in dry.stdout.splitlines()), dry.stdout
+    assert not compiled.exists()
+    if any(shutil.which(t) is None for t in ("systemctl", "systemd-sysusers")):
+        return  # the rest installs into a root with the systemd tools (CI installs them)
+    installed = wrtfd("service", "install", "--root", str(root))
+    assert installed.returncode == 0, installed.stderr
+    assert any(
+        line.startswith(compile_line.replace("would run", "ran", 1)) for line in installed.stdout.splitlines()
+    )
+    assert compiled.stat().st_mtime >= app.stat().st_mtime
+    assert any(ln.startswith("bytecode: 1 file(s) of ") for ln in installed.stdout.splitlines()), (
+        installed.stdout
+    )
+    again = wrtfd("service", "install", "--root", str(root))
+    assert f"unchanged: bytecode of {site}: every module compiled" in again.stdout.splitlines(), again.stdout
+
+
+def in_venv(python: str, module: str, expression: str) -> str:
+    """``expression`` (after ``import module``) as that interpreter prints it."""
+    return subprocess.check_output([python, "-c", f"import {module}; print({expression})"], text=True).strip()
 
 
 #: Libraries no extra of the core install brings (the offline tools must work without any).

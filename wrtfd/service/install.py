@@ -11,7 +11,9 @@ Install, in order (each step prints one line; ``--dry-run`` prints them without 
 3. the units ``wrtfd.service`` and ``wrtfd@.service`` in ``/etc/systemd/system``, as shipped
    (hardening, ``StateDirectory=``, ``ConfigurationDirectory=``) with ``ExecStart=`` running this
    wrtfd (:mod:`wrtfd.service.command`); a changed unit is rewritten and the changed lines shown;
-4. ``systemctl daemon-reload`` when a unit changed, ``try-restart`` when anything changed (a
+4. the venv's bytecode, compiled when modules lack it (:mod:`wrtfd.service.bytecode`): the
+   service cannot write it, and would compile them at every start;
+5. ``systemctl daemon-reload`` when a unit changed, ``try-restart`` when anything changed (a
    running service picks up the new unit or config), ``enable --now`` unless already enabled
    and running.
 
@@ -40,6 +42,13 @@ from wrtfd.daemon.units import with_command
 from wrtfd.daemon.wiring import check_buildable
 from wrtfd.errors import ConfigError, ServiceError
 from wrtfd.service.accounts import GROUP_SERIAL, SYSUSERS_NAME, SYSUSERS_TEXT, USER, account_state
+from wrtfd.service.bytecode import (
+    COMPILE_TIMEOUT_S,
+    compile_command,
+    compiles,
+    missing_bytecode,
+    venv_site_packages,
+)
 from wrtfd.service.command import (
     INSTALL_HINT,
     Hidden,
@@ -177,6 +186,7 @@ def install(req: ServiceRequest, out: Callable[[str], None]) -> int:
         units_changed |= (
             steps.write(f"{UNIT_DIR}/{name}", text.encode(), what="unit", summary=summary) != "unchanged"
         )
+    _install_bytecode(steps)
     out(
         f"state directory {req.state_dir} and config directory {CONFIG_DIR}: created by systemd "
         f"when the service starts (StateDirectory=, ConfigurationDirectory=), owned by {USER}"
@@ -191,6 +201,30 @@ def install(req: ServiceRequest, out: Callable[[str], None]) -> int:
         after = "" if not req.live else f"; see `wrtfd status`, `journalctl -u {req.unit} -f`"
         out(f"installed {req.unit}: {len(steps.changes)} change(s){after}")
     return 0
+
+
+def _install_bytecode(steps: Steps) -> None:
+    """Compile the venv the unit runs, which the service cannot write (wrtfd.service.bytecode)."""
+    site, why_not = venv_site_packages()
+    if site is None:
+        steps.out(f"unchanged: bytecode: {why_not}")
+        return
+    missing = missing_bytecode(site)
+    if not any(compiles(source) for source in missing):  # stops at the first one that compiles
+        steps.out(f"unchanged: bytecode of {site}: every module compiled")
+        return
+    why = (
+        f"{len(missing)} module(s) without bytecode, which the service cannot write: compiled at every start"
+    )
+    proc = steps.command(compile_command(site), why=why, timeout_s=COMPILE_TIMEOUT_S)
+    if proc is None:
+        return
+    left = missing_bytecode(site)
+    if left:  # files no Python 3 compiles (a package's test data): they never reach the daemon
+        steps.out(
+            f"bytecode: {len(left)} file(s) of {site} are not Python this interpreter compiles "
+            f"(compileall exit {proc.returncode}); left as they are"
+        )
 
 
 def _install_account(req: ServiceRequest, steps: Steps) -> None:

@@ -106,32 +106,40 @@ class Steps:
 
     def run(self, argv: Sequence[str], *, why: str) -> None:
         """Run a command that changes the system (only printed in a dry run)."""
-        self._report("run", "ran", f"{shlex.join(argv)} ({why})")
-        if self.dry_run:
-            return
-        proc = query(argv)
-        if proc is None:
-            raise ServiceError(f"{argv[0]}: command not found")
-        if proc.returncode != 0:
+        proc = self.command(argv, why=why)
+        if proc is not None and proc.returncode != 0:
             lines = (proc.stderr or proc.stdout).strip().splitlines()
             reason = lines[-1] if lines else "no output"
             raise ServiceError(f"{shlex.join(argv)} failed (exit {proc.returncode}): {reason}")
+
+    def command(
+        self, argv: Sequence[str], *, why: str, timeout_s: float = COMMAND_TIMEOUT_S
+    ) -> subprocess.CompletedProcess[str] | None:
+        """Run a command that changes the system and hand back its result, whatever its exit
+        (the caller judges it); None in a dry run."""
+        self._report("run", "ran", f"{shlex.join(argv)} ({why})")
+        if self.dry_run:
+            return None
+        proc = query(argv, timeout_s=timeout_s)
+        if proc is None:
+            raise ServiceError(f"{argv[0]}: command not found")
+        return proc
 
     def _report(self, would: str, did: str, text: str) -> None:
         self.changes.append(f"{would} {text}")
         self.out(f"would {would} {text}" if self.dry_run else f"{did} {text}")
 
 
-def query(argv: Sequence[str]) -> subprocess.CompletedProcess[str] | None:
+def query(
+    argv: Sequence[str], *, timeout_s: float = COMMAND_TIMEOUT_S
+) -> subprocess.CompletedProcess[str] | None:
     """Run ``argv`` and return its result (None when the program is not installed)."""
     try:
-        return subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False
-        )
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False)
     except FileNotFoundError:
         return None
     except subprocess.TimeoutExpired:
-        raise ServiceError(f"{shlex.join(argv)} did not finish within {COMMAND_TIMEOUT_S:.0f} s") from None
+        raise ServiceError(f"{shlex.join(argv)} did not finish within {timeout_s:.0f} s") from None
 
 
 def _atomic_write(target: Path, content: bytes, mode: int) -> None:

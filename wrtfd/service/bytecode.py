@@ -1,0 +1,64 @@
+"""The venv's bytecode, compiled at install: the service cannot write it.
+
+The unit's ``ProtectSystem=strict`` makes the venv read-only for the service, so Python cannot
+cache what it compiles: a module without bytecode is compiled again at every start. pip
+compiles at install; uv does not unless told (``--compile-bytecode``). Measured on a 2-core
+machine with a one-Forza config: ready after 1.6-1.8 s and 60 MB resident without bytecode,
+0.9 s and 55 MB with it (docs/daemon.md). Only a venv's own site-packages holding this wrtfd
+is compiled: a system Python's packages belong to their installer, and a wrtfd run from a
+source tree caches its bytecode where it is run from.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import sysconfig
+from pathlib import Path
+
+import wrtfd
+
+__all__ = ["COMPILE_TIMEOUT_S", "compile_command", "compiles", "missing_bytecode", "venv_site_packages"]
+
+#: A small computer compiles a daemon's venv in a minute or two; longer is reported as failed.
+COMPILE_TIMEOUT_S = 900.0
+
+
+def venv_site_packages() -> tuple[Path | None, str]:
+    """The venv site-packages that holds this wrtfd; (None, why not) when it is not one."""
+    if sys.prefix == sys.base_prefix:
+        return None, "wrtfd is not installed in a venv (a system Python's packages are its installer's)"
+    package = Path(wrtfd.__file__).resolve().parent
+    for key in ("purelib", "platlib"):
+        site = Path(sysconfig.get_paths()[key]).resolve()
+        if package.is_relative_to(site):
+            return site, ""
+    return None, f"wrtfd runs from {package.parent}, not from its venv's site-packages"
+
+
+def missing_bytecode(site: Path) -> list[Path]:
+    """Modules under ``site`` whose cached bytecode is missing or older than their source."""
+    missing = []
+    for source in site.rglob("*.py"):
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        try:
+            if cached.stat().st_mtime < source.stat().st_mtime:
+                missing.append(source)
+        except FileNotFoundError:
+            missing.append(source)
+    return missing
+
+
+def compiles(source: Path) -> bool:
+    """Whether Python compiles ``source`` (a package's test data may be Python 2, or not code):
+    such a file never has bytecode, and must not make every install compile again."""
+    try:
+        compile(source.read_bytes(), str(source), "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, OSError):
+        return False
+    return True
+
+
+def compile_command(site: Path) -> list[str]:
+    """What compiles ``site`` (every core; up-to-date modules are skipped)."""
+    return [sys.executable, "-m", "compileall", "-q", "-j", "0", str(site)]
