@@ -37,16 +37,27 @@ def venv_site_packages() -> tuple[Path | None, str]:
 
 
 def missing_bytecode(site: Path) -> list[Path]:
-    """Modules under ``site`` whose cached bytecode is missing or older than their source."""
-    missing = []
-    for source in site.rglob("*.py"):
-        cached = Path(importlib.util.cache_from_source(str(source)))
-        try:
-            if cached.stat().st_mtime < source.stat().st_mtime:
-                missing.append(source)
-        except FileNotFoundError:
-            missing.append(source)
-    return missing
+    """Modules under ``site`` whose cached bytecode Python would not use (missing, or made from
+    another version of the source)."""
+    return [source for source in site.rglob("*.py") if not _fresh(source)]
+
+
+def _fresh(source: Path) -> bool:
+    """Importlib's own test of a timestamp ``.pyc`` (PEP 552): this Python's magic number, and
+    the source's modification time and size as it recorded them; a hash-based one is taken."""
+    cached = Path(importlib.util.cache_from_source(str(source)))
+    try:
+        with cached.open("rb") as f:
+            header = f.read(16)
+        stat = source.stat()
+    except OSError:
+        return False
+    if len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER:
+        return False
+    if int.from_bytes(header[4:8], "little") & 1:
+        return True
+    mtime, size = int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")
+    return mtime == int(stat.st_mtime) & 0xFFFFFFFF and size == stat.st_size & 0xFFFFFFFF
 
 
 def compiles(source: Path) -> bool:
