@@ -13,6 +13,7 @@ import os
 import select
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from wrtfd.simulate.gnss import (
     nmea_epoch,
     truth_laps,
 )
+from wrtfd.simulate.gnss_pty import GnssPty
 from wrtfd.tracks import LanePath, load_track, timing_sectors
 from wrtfd.tracks.geodesy import track_plane
 
@@ -250,7 +252,7 @@ def test_nmea_receiver_on_a_pty_at_10_hz(tmp_path: Path) -> None:
             while time.monotonic() < deadline:
                 select.select([port.fileno()], [], [], 0.2)
                 try:
-                    buf += port.read(4096)
+                    buf += port.read(65536)  # all there is: a loaded machine must not fall behind
                 except serial.SerialException:  # the simulator closed the pty: the drive is over
                     break
                 *lines, buf = buf.split(b"\r\n")
@@ -272,6 +274,36 @@ def test_nmea_receiver_on_a_pty_at_10_hz(tmp_path: Path) -> None:
     assert lap["time_s"] == summary["laps"][0]["time_s"]
     assert lap["end_utc_us"] - lap["start_utc_us"] == pytest.approx(lap["time_s"] * 1e6, abs=1)
     assert times[0] // 1000 < lap["start_utc_us"] < lap["end_utc_us"] < times[-1] // 1000
+
+
+def test_a_full_pty_drops_whole_sentences_and_never_cuts_one(
+    road: tuple[LanePath, Drive, tuple[float, ...]],
+) -> None:
+    """A recorder that stops reading (the pty's buffer fills): a message the pty takes in part
+    is finished later, and messages that come meanwhile are dropped whole, as a receiver's
+    transmit buffer drops them: every line read afterwards is a whole sentence."""
+    _, drive, _ = road
+    pty = GnssPty(drive, GnssErrors(seed=1), baud=115200, utc_start_ns=UTC0, speed_scale=50.0, hold_s=0.0)
+    thread = threading.Thread(target=pty.run, kwargs={"wait_s": 30.0}, daemon=True)
+    decoder = NmeaDecoder()
+    try:
+        with serial.Serial(pty.path, 115200, timeout=0) as port:  # the rate starts the drive
+            thread.start()
+            deadline = time.monotonic() + 20
+            while pty.stats.unread_bytes == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)  # not reading
+            assert pty.stats.unread_bytes > 0, "the pty's buffer never filled"
+            data = b""
+            for _ in range(20):
+                time.sleep(0.05)
+                data += port.read(1 << 20)
+    finally:
+        pty.stop()
+        thread.join(timeout=10)
+    lines = data.split(b"\r\n")[:-1]
+    assert len(lines) > 100
+    for line in lines:
+        decoder.decode(line)  # DecodeError for a cut sentence (a bad checksum)
 
 
 def test_bad_options_are_one_line(tmp_path: Path) -> None:

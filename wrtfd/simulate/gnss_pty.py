@@ -51,7 +51,7 @@ class PtyStats:
     nav_pvt: int = 0
     bytes_out: int = 0
     overflow_epochs: int = 0  # epochs dropped whole: more bytes than the baud rate carries
-    unread_bytes: int = 0  # the pty's buffer was full (nobody reading)
+    unread_bytes: int = 0  # messages dropped whole: the pty's buffer was full (nobody reading)
     garbled_out_bytes: int = 0  # sent while the recorder's rate differed
     garbled_in_bytes: int = 0
     commands: list[tuple[str, str]] = field(default_factory=list)
@@ -109,6 +109,7 @@ class GnssPty:
         self.drive_start_s: float | None = None
         self._tokens = 0.0
         self._stop = False
+        self._backlog = b""  # the rest of a message the pty took in part
 
     # -- the line ---------------------------------------------------------------------------
 
@@ -119,20 +120,35 @@ class GnssPty:
         """The recorder's side runs at the simulator's rate."""
         return self.line_speed() == baud_constant(self.baud)
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes) -> bool:
+        """Send a message whole or not at all, as a receiver's transmit buffer drops whole
+        messages: the rest of one the pty took in part goes out first, and a message that comes
+        while a rest waits is dropped (``unread_bytes``), never cut. False: dropped."""
         if not data:
-            return
+            return True
         if not self.line_ok():
             self.stats.garbled_out_bytes += len(data)
             data = bytes(self.noise.getrandbits(8) for _ in range(len(data)))
+        self._flush()
+        if self._backlog:
+            self.stats.unread_bytes += len(data)
+            return False
+        self._backlog = data
+        self._flush()
+        return True
+
+    def _flush(self) -> None:
+        if not self._backlog:
+            return
         try:
-            n = os.write(self.master, data)
+            n = os.write(self.master, self._backlog)
         except BlockingIOError:
-            n = 0
+            return
         except OSError:
+            self._backlog = b""
             return
         self.stats.bytes_out += n
-        self.stats.unread_bytes += len(data) - n
+        self._backlog = self._backlog[n:]
 
     def _read(self, now_s: float) -> None:
         try:
@@ -203,7 +219,8 @@ class GnssPty:
                 left = due_wall - now_wall
                 if left <= 0:
                     break
-                ready, _, _ = select.select([self.master], [], [], min(left, 0.1))
+                self._flush()
+                ready, _, _ = select.select([self.master], [], [], min(left, 0.05 if self._backlog else 0.1))
                 if ready:
                     self._read((now_wall - wall0) * self.speed_scale)
             if self._stop:
@@ -229,10 +246,10 @@ class GnssPty:
             last_epoch_s = epoch_s
             if len(data) <= self._tokens:
                 self._tokens -= len(data)
-                self._write(data)
-                self.stats.epochs += 1
-                if rx is not None and rx.nav_pvt:
-                    self.stats.nav_pvt += 1
+                if self._write(data):
+                    self.stats.epochs += 1
+                    if rx is not None and rx.nav_pvt:
+                        self.stats.nav_pvt += 1
             else:
                 self.stats.overflow_epochs += 1
             if self.drive_start_s is not None and drive_t > self.drive.end_s + self.hold_s:
