@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import struct
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -211,10 +212,16 @@ async def test_assetto_corsa_through_the_handshake(shared_data: Path, tmp_path: 
                 await anyio.sleep(0.01)
         tg.cancel_scope.cancel()
     server.close()
+    assert len(samples) == len(packets)
+    # The server paces at 60 Hz, but a loaded machine may deliver in bunches, which the arrival
+    # clock rightly merges (a clean-clone run: 163 frames of 180); placement by arrival has its
+    # own tests (tests/scheduler). Here: every packet through the handshake, placed as it was sent.
+    t0 = samples[0].rx_ns
+    paced = [replace(s, rx_ns=t0 + round(i * 1e9 / 60)) for i, s in enumerate(samples)]
     decoder = make_decoder("assetto_corsa")
-    paths = record(samples, "assetto_corsa", decoder.definition, tmp_path, 60, use_source_clock=False)
+    paths = record(paced, "assetto_corsa", decoder.definition, tmp_path, 60, use_source_clock=False)
     frames, session = read_single_session(paths[0])
     assert session.frame_count == len(packets)
-    assert assert_frames_match(frames, "assetto_corsa", samples) == len(packets) * len(samples[0].values)
+    assert assert_frames_match(frames, "assetto_corsa", paced) == len(packets) * len(samples[0].values)
     assert text(session.header["track"]) == "monza"
     assert text(session.header["car"]) == "ks_audi_r8_lms"
