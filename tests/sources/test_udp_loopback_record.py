@@ -217,7 +217,9 @@ async def test_assetto_corsa_through_the_handshake(shared_data: Path, tmp_path: 
     # clock rightly merges (a clean-clone run: 163 frames of 180); placement by arrival has its
     # own tests (tests/scheduler). Here: every packet through the handshake, placed as it was sent.
     t0 = samples[0].rx_ns
-    paced = [replace(s, rx_ns=t0 + round(i * 1e9 / 60)) for i, s in enumerate(samples)]
+    paced = [
+        replace(s, rx_ns=t0 + ms * 1_000_000) for s, ms in zip(samples, ms_60hz(len(samples)), strict=True)
+    ]
     decoder = make_decoder("assetto_corsa")
     paths = record(paced, "assetto_corsa", decoder.definition, tmp_path, 60, use_source_clock=False)
     frames, session = read_single_session(paths[0])

@@ -1,12 +1,10 @@
 """The venv's bytecode, compiled at install: the service cannot write it.
 
-The unit's ``ProtectSystem=strict`` makes the venv read-only for the service, so Python cannot
-cache what it compiles: a module without bytecode is compiled again at every start. pip
-compiles at install; uv does not unless told (``--compile-bytecode``). Measured on a 2-core
-machine with a one-Forza config: ready after 1.6-1.8 s and 60 MB resident without bytecode,
-0.9 s and 55 MB with it (docs/daemon.md). Only a venv's own site-packages holding this wrtfd
-is compiled: a system Python's packages belong to their installer, and a wrtfd run from a
-source tree caches its bytecode where it is run from.
+The unit's ``ProtectSystem=strict`` makes the venv read-only for the service, so a module
+without bytecode is compiled again at every start (twice the start and 5 MB more: figures in
+docs/daemon.md, "Bytecode"). Only a venv's own site-packages holding this wrtfd is compiled: a
+system Python's packages belong to their installer, and a wrtfd run from a source tree caches
+its bytecode where it is run from.
 """
 
 from __future__ import annotations

@@ -220,7 +220,8 @@ class GnssPty:
                 if left <= 0:
                     break
                 self._flush()
-                ready, _, _ = select.select([self.master], [], [], min(left, 0.05 if self._backlog else 0.1))
+                waiting = [self.master] if self._backlog else []  # wake when the pty takes the rest
+                ready, _, _ = select.select([self.master], waiting, [], min(left, 0.1))
                 if ready:
                     self._read((now_wall - wall0) * self.speed_scale)
             if self._stop:
