@@ -186,7 +186,9 @@ def test_sources_first_silent_back_and_disk_low(story: dict[str, Any]) -> None:
     for source in ("forza", "feed"):
         assert texts.count(f"source {source}: first sample") == 1
     (silent,) = [(p, t) for p, t in lines if t.startswith("source feed: silent for ")]
-    assert silent[0] == 4 and 1.0 < float(silent[1].split()[-2]) < 10.0  # a warning
+    # the watch fires once the age passes 1 s, and the journal prints it to 0.1 s: a silence
+    # noticed at 1.04 s reads "1.0", so the printed figure can equal the limit, never fall below
+    assert silent[0] == 4 and 1.0 <= float(silent[1].split()[-2]) < 10.0  # a warning
     (back,) = [t for t in texts if t.startswith("source feed: receiving again after about ")]
     assert float(back.split()[-4]) >= 1.0
     assert texts.index(silent[1]) < texts.index(back)

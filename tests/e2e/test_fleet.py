@@ -339,8 +339,10 @@ def test_a_30_s_server_outage_loses_no_frame_no_file_no_event(tmp_path: Path, se
         # events sent while the server was down arrived after it: every lap, timed as simulated
         laps = [e for e in server_events(server, "rig-o") if e["type"] == "lap"]
         assert [e["lap"] for e in laps] == [lap["lap"] for lap in sim_laps]
+        # (the same allowance as the gaps: a simulator that fell behind for a while can step the
+        # game clock's offset on the daemon's clock, and a lap across the step is timed that much off)
         for event, lap in zip(laps, sim_laps, strict=True):
-            assert abs(event["lap_ms"] - lap["time_s"] * 1000) < 50
+            assert abs(event["lap_ms"] - lap["time_s"] * 1000) < 50 + 1000 * summary["max_late_s"]
     finally:
         if sim is not None and sim.poll() is None:
             sim.kill()

@@ -154,7 +154,9 @@ def test_live_vs_tap_gps_on_a_serial_port(tmp_path: Path) -> None:
     config = (
         f'[[sources]]\nkind = "serial"\nname = "gps"\nprotocol = "nmea"\ndevice = "{device.path}"\n'
         f"baudrate = 115200\nraw_tap = true\n"
-        f'[recorder]\noutput_dir = "{out}"\nrate_hz = 20\n'
+        # half a second of look-ahead, as in the game test above: a loaded machine once read one
+        # epoch after the default 0.1 s window had closed its tick (29 frames live, 30 replayed)
+        f'[recorder]\noutput_dir = "{out}"\nrate_hz = 20\njitter_s = 0.5\n'
         f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
     )
     d = Daemon(tmp_path, config, status_port=status_port).start()
@@ -164,11 +166,15 @@ def test_live_vs_tap_gps_on_a_serial_port(tmp_path: Path) -> None:
         device.write_timed([epoch(i) for i in range(30)])
         wait_for(lambda: d.status()["sources"]["gps"]["samples"] == 60, "every sentence decoded")
         wait_for(lambda: d.status()["tap"]["packets"] > 0, "the tap")
+        late = sum(
+            c["late"] for g in d.status()["recorder"]["groups"].values() for c in g["per_source"].values()
+        )
         d.signal(signal.SIGTERM)
         assert d.wait_exit() == 0, d.stderr
     finally:
         d.stop()
         device.close()
+    assert late == 0  # no epoch read after its tick closed (the replay has none late)
     (live,) = out.glob("*.wrtf")
     tap = live.with_suffix(".pcapng")
     with Reader(live) as r:
