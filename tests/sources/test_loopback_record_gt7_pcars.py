@@ -27,6 +27,7 @@ from wrtfd.tracks import LanePath, load_track, timing_sectors
 
 OVAL = Path(__file__).resolve().parents[2] / "config" / "tracks" / "oval.trk"
 TICKS = 150
+TICK_S = 1 / 60  # placed by arrival: a sender later than a tick bunches two ticks
 
 
 def simulation() -> tuple[TrackInfo, Simulation]:
@@ -81,7 +82,7 @@ async def test_gt7_through_the_heartbeat_source(tmp_path: Path) -> None:
 
 async def test_pcars2_packet_types_of_a_tick_merge_into_one_frame(tmp_path: Path) -> None:
     packets, offsets = game_ticks("pcars2")
-    samples = await capture_over_udp("pcars2", packets, offsets)
+    samples = await capture_over_udp("pcars2", packets, offsets, paced_within_s=TICK_S)
     decoder = make_decoder("pcars2")
     # one sample per tick (telemetry + timings) and one per other packet, but names packets
     # before the first telemetry (no viewed car yet), which carry no channel
@@ -113,7 +114,7 @@ async def test_pcars2_packet_types_of_a_tick_merge_into_one_frame(tmp_path: Path
 
 async def test_pcars1(tmp_path: Path) -> None:
     packets, offsets = game_ticks("pcars")
-    samples = await capture_over_udp("pcars", packets, offsets)
+    samples = await capture_over_udp("pcars", packets, offsets, paced_within_s=TICK_S)
     telemetry = [s for s in samples if s.values]
     assert len(telemetry) == TICKS  # the strings packet gives session info only
     decoder = make_decoder("pcars")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import socket
+import struct
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,28 +14,61 @@ import anyio
 import anyio.to_thread
 import numpy as np
 
-from tests.priority import usual_priority
 from wrtfd.decoders.base import Sample
 from wrtfd.format import Reader
 from wrtfd.recorder import RecorderPolicy, SourceSpec, replay
 
+REPO = Path(__file__).resolve().parents[2]
 START_US = 1_700_000_000_000_000
 
 
-def _send_schedule(datagrams: Sequence[bytes], address: tuple[str, int], offsets_s: Sequence[float]) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx, usual_priority():
+def _send_schedule(address: tuple[str, int], schedule: bytes) -> float:
+    """Send ``schedule``'s datagrams at their offsets (the format of :func:`_schedule_bytes`);
+    returns how late the latest one went out (s)."""
+    latest = 0.0
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
         t0 = time.monotonic()
-        for d, at in zip(datagrams, offsets_s, strict=True):
+        for at, d in _read_schedule(schedule):
             delay = t0 + at - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
             tx.sendto(d, address)
+            latest = max(latest, time.monotonic() - t0 - at)
+    return latest
 
 
-async def send_at(datagrams: Sequence[bytes], address: tuple[str, int], offsets_s: Sequence[float]) -> None:
-    """Send datagram i at ``offsets_s[i]`` after the start (a capture's own pace), from a thread
-    so that the receiving event loop's own pauses do not bunch the sending."""
-    await anyio.to_thread.run_sync(_send_schedule, datagrams, address, offsets_s)
+_ENTRY = struct.Struct("<dI")  # offset (s), datagram length
+
+
+def _schedule_bytes(datagrams: Sequence[bytes], offsets_s: Sequence[float]) -> bytes:
+    return b"".join(_ENTRY.pack(at, len(d)) + d for d, at in zip(datagrams, offsets_s, strict=True))
+
+
+def _read_schedule(data: bytes) -> Iterator[tuple[float, bytes]]:
+    pos = 0
+    while pos < len(data):
+        at, n = _ENTRY.unpack_from(data, pos)
+        pos += _ENTRY.size
+        yield at, data[pos : pos + n]
+        pos += n
+
+
+async def send_at(datagrams: Sequence[bytes], address: tuple[str, int], offsets_s: Sequence[float]) -> float:
+    """Send datagram i at ``offsets_s[i]`` after the start (a capture's own pace), from a process
+    of its own: a thread of the test's would share the GIL with the receiving event loop, and a
+    starved loop holding it once held the sender back 0.8 s (49 ticks of a 60 Hz feed arrived
+    as one burst). The receiver stamps datagrams with the kernel's arrival time, so its own
+    pauses do not bunch them either. Returns how late the sender was at worst (s): a machine
+    can still starve the sender itself."""
+    host, port = address
+    proc = await anyio.run_process(
+        [sys.executable, "-m", "tests.sources.udp_replay", host, str(port)],
+        input=_schedule_bytes(datagrams, offsets_s),
+        cwd=REPO,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    return float(proc.stdout)
 
 
 async def send_paced(
@@ -87,3 +122,7 @@ def read_single_session(path: Path) -> tuple[np.ndarray, Any]:
     with Reader(path) as r:
         assert len(r.sessions) == 1
         return np.array(r.frames(0)), r.sessions[0]
+
+
+if __name__ == "__main__":  # the sender process of send_at: HOST PORT, the schedule on stdin
+    print(_send_schedule((sys.argv[1], int(sys.argv[2])), sys.stdin.buffer.read()))
