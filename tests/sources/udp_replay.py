@@ -55,11 +55,11 @@ def _read_schedule(data: bytes) -> Iterator[tuple[float, bytes]]:
 
 async def send_at(datagrams: Sequence[bytes], address: tuple[str, int], offsets_s: Sequence[float]) -> float:
     """Send datagram i at ``offsets_s[i]`` after the start (a capture's own pace), from a process
-    of its own: a thread of the test's would share the GIL with the receiving event loop, and a
-    starved loop holding it once held the sender back 0.8 s (49 ticks of a 60 Hz feed arrived
-    as one burst). The receiver stamps datagrams with the kernel's arrival time, so its own
-    pauses do not bunch them either. Returns how late the sender was at worst (s): a machine
-    can still starve the sender itself."""
+    of its own: a thread of the test's shares the GIL with the receiving event loop (a clean-clone
+    run once saw 49 ticks of a 60 Hz feed arrive as one burst; which of the two stalled was not
+    found). The receiver stamps datagrams with the kernel's arrival time, so its own pauses do
+    not bunch them. Returns how late the sender was at worst (s): a busy machine can still
+    starve the sender itself."""
     host, port = address
     proc = await anyio.run_process(
         [sys.executable, "-m", "tests.sources.udp_replay", host, str(port)],
