@@ -114,6 +114,44 @@ def test_dump_and_export_leave_out_failing_frames_and_exit_1(
     assert len(rows) == 1 + 33 and "wrtfd_check" not in rows[0]
 
 
+GROUP_STARTS = {0: (0, 3, 7, 12), 1: (18, 21, 25, 30)}  # _write_checked's batches, frame indices
+
+
+@pytest.mark.parametrize("suffix", [".ld", ".mf4", ".csv", ".mcap"])
+def test_export_of_sessions_whose_every_frame_fails_the_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    """A session none of whose frames passes is skipped like an empty one; when no frame of the
+    file passes, .ld (one file per session) has nothing to write: one error line, exit 2."""
+    f = tmp_path / "a.wrtf"
+    ends = _write_checked(f)
+    data = bytearray(f.read_bytes())
+    for i in GROUP_STARTS[0]:
+        data[ends[i] - 3] ^= 1  # the group count of each group's first frame: the group fails
+    f.write_bytes(bytes(data))
+    out = tmp_path / f"a{suffix}"
+    assert main(["export", str(f), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "18 frame(s) that fail the frame check were left out" in err and "Traceback" not in err
+    assert "wrote " in err and ": 18 frames" in err  # session 1's frames, every one of them
+    if suffix == ".ld":
+        assert sorted(p.name for p in tmp_path.glob("a*.ld*")) == ["a-s1.ld", "a-s1.ldx"]
+    for i in GROUP_STARTS[1]:
+        data[ends[i] - 3] ^= 1
+    f.write_bytes(bytes(data))
+    for p in tmp_path.glob("a?*.*"):
+        p.unlink()
+    code = main(["export", str(f), "-o", str(out)])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    if suffix == ".ld":
+        assert code == 2 and err.count("\n") == 1
+        assert err == f"wrtfd: error: {f}: no frames to export (every frame fails the frame check)\n"
+        assert not list(tmp_path.glob("a*.ld*"))
+    else:  # a table or a log with no rows is still a file: written, and the left-out frames said
+        assert code == 1 and "36 frame(s) that fail the frame check were left out" in err
+
+
 def test_write_with_the_salt_of_a_dump_gives_the_same_file(tmp_path: Path) -> None:
     """dump | write --meta wrtfd.check.salt=...: identical bytes when a was written one batch per
     session, as write does (tests/format/test_roundtrip_property.py covers other groupings)."""

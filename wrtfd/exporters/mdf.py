@@ -62,6 +62,8 @@ def export_mdf(
     groups = 0
     for s in chosen:
         frames = export_frames(reader, s.index)
+        if len(frames) == 0:  # every frame fails the frame check: skipped like an empty session
+            continue
         times_us = ticks_to_time_us(frames["tick"], s.time_base_us, reader.rate_hz)
         if start_us is None:
             start_us = int(times_us[0])

@@ -423,7 +423,8 @@ def export_ld(
     motec_names: bool = True,
     progress: FramesProgress | None = None,
 ) -> ExportSummary:
-    """Write an ``.ld`` and its ``.ldx`` per session (sessions without frames are skipped).
+    """Write an ``.ld`` and its ``.ldx`` per session (sessions without frames that pass the frame
+    check are skipped).
 
     Beacons come from ``track`` (laps re-detected from positions) or from the recorded lap
     channels; a session with neither gets an ``.ldx`` without beacons.
@@ -439,6 +440,8 @@ def export_ld(
     paths: list[Path] = []
     for s, target in zip(chosen, ld_targets(output, [s.index for s in chosen]), strict=True):
         frames = export_frames(reader, s.index)
+        if len(frames) == 0:  # every frame fails the frame check: skipped like an empty session
+            continue
         ticks = frames["tick"]
         span = int(ticks[-1]) - int(ticks[0]) + 1
         if span > len(frames) + reader.rate_hz * 3600 or span > 0xFFFFFFFF:
@@ -462,7 +465,9 @@ def export_ld(
         ldx_path = outputs.path(target.with_suffix(".ldx"))
         ldx_path.write_bytes(ldx_document(*laps, markers=session_markers(reader, s.index)))
         paths += [target, target.with_suffix(".ldx")]
-    return ExportSummary(paths, total, f"{len(channels)} channels")
+    if not paths:
+        raise ExportError(f"{reader.path}: no frames to export (every frame fails the frame check)")
+    return ExportSummary(paths, done, f"{len(channels)} channels")
 
 
 def _beacons(
