@@ -329,7 +329,9 @@ class Schema:
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" line {mark.line + 1}" if mark is not None else ""
-            raise SchemaError(f"{source}:{where} not valid YAML ({getattr(exc, 'problem', exc)})") from exc
+            # one line: the reader's error (a NUL, say) runs over two
+            problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+            raise SchemaError(f"{source}:{where} not valid YAML ({problem})") from exc
         except (ValueError, RecursionError) as exc:
             raise SchemaError(f"{source}: not valid YAML ({exc})") from exc
         if not isinstance(data, Mapping):
