@@ -312,12 +312,13 @@ def test_a_30_s_server_outage_loses_no_frame_no_file_no_event(tmp_path: Path, se
         assert sim.returncode == 0, err
         summary = json.loads(out)
         sim_laps = summary["laps"]
-        # samples the daemon dropped for arriving after their tick closed: a simulator starved
-        # on a loaded machine (a clean-clone run: 162 frames of 2474 missing, the gaps within
-        # the simulator's own lateness); the outage may add none of its own
-        late = sum(
-            c["late"] for g in d.status()["recorder"]["groups"].values() for c in g["per_source"].values()
-        )
+        # samples without a frame of their own, each counted: read after their tick closed
+        # (late) or placed on a tick another had (superseded: a burst after the simulator
+        # stalled). On a loaded machine both happen without an outage (clean-clone runs: 162
+        # frames of 2474 missing; a gap of 0.367 s with the simulator 0.228 s late at most and
+        # 12 samples late, 12 superseded); the outage may add no gap the counters do not explain
+        (counts,) = [c for g in d.status()["recorder"]["groups"].values() for c in g["per_source"].values()]
+        late, merged = counts["late"], counts["superseded"]
         stop(d)
         d = restarted(d).start()
         d.wait_ready()
@@ -338,9 +339,9 @@ def test_a_30_s_server_outage_loses_no_frame_no_file_no_event(tmp_path: Path, se
         driving = (times[1:] > times[0] + 2e6) & (times[:-1] < times[-1] - 1e6)
         # (speed scale 1: a stall of the simulator itself on a loaded machine is a real pause of
         # its feed, which the recording must show; the outage must add nothing to it)
-        allowed_s = 0.1 + summary["max_late_s"]
+        allowed_s = 0.1 + summary["max_late_s"] + late / 60
         assert gaps_s[driving].max() < allowed_s, f"a gap of {gaps_s[driving].max():.3f} s in the recording"
-        assert abs(len(times) + late - (times[-1] - times[0]) / 1e6 * 60) < 0.01 * len(times)
+        assert abs(len(times) + late + merged - (times[-1] - times[0]) / 1e6 * 60) < 0.01 * len(times)
 
         # events sent while the server was down arrived after it: every lap, timed as simulated
         laps = [e for e in server_events(server, "rig-o") if e["type"] == "lap"]
