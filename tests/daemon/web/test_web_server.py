@@ -11,7 +11,7 @@ import pytest
 
 from tests.daemon.web.webserver import running_server
 from wrtfd.daemon.web import routes
-from wrtfd.daemon.web.server import MAX_HEAD_BYTES, WebLimits
+from wrtfd.daemon.web.server import MAX_HEAD_BYTES, CappedListener, WebLimits
 
 
 def test_the_page_and_its_assets_are_served_from_the_package() -> None:
@@ -134,6 +134,19 @@ def test_oversize_and_slow_request_heads_are_cut_off() -> None:
         with socket.create_connection((srv.host, srv.port), timeout=20) as s:
             assert s.recv(1) == b""
         assert srv.request("GET", "/healthz")[0] == 200  # and the server is fine
+
+
+def test_accepted_connections_send_without_nagle_delay() -> None:
+    """hypercorn sets TCP_NODELAY on the sockets it makes; the listener is ours, so it does."""
+    with CappedListener(socket.AF_INET, limit=2) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        with socket.create_connection(listener.getsockname()) as client:
+            conn, _ = listener.accept()
+            with conn:
+                assert conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+            assert client.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0  # not by default
+        assert listener.open_connections == 0
 
 
 def test_connections_and_requests_are_bounded() -> None:

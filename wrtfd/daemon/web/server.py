@@ -110,6 +110,10 @@ class CappedListener(socket.socket):
                 conn.close()
                 continue
             counted = _CountedSocket(self, conn.family, conn.type, conn.proto, conn.detach())
+            # as hypercorn sets on the sockets it makes: an answer's body goes out behind its
+            # head at once, not held for the head's ACK (Nagle), where a close on unread input
+            # (a reset) would lose it
+            counted.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.open_connections += 1
             return counted, addr
 
