@@ -192,9 +192,23 @@ def checked_sample() -> tuple[bytes, bytes]:
         return complete, p.read_bytes()
 
 
-def _damaged(sample: bytes, cut: int, edits: list[tuple[int, int, str]], seed: int) -> bytes:
-    """``sample`` cut short by up to 400 bytes, then zeroed, random or flipped byte runs."""
-    data = bytearray(sample)
+Damage = tuple[bool, int, list[tuple[int, int, str]], int]
+
+#: Which sample (the crashed one?), a cut of up to 400 bytes, byte runs to zero, randomise or flip.
+DAMAGE = st.tuples(
+    st.booleans(),
+    st.integers(0, 10**9),
+    st.lists(
+        st.tuples(st.integers(0, 10**9), st.integers(1, 64), st.sampled_from(["zero", "random", "flip"]))
+    ),
+    st.integers(0, 2**32 - 1),
+)
+
+
+def _damaged(checked_sample: tuple[bytes, bytes], damage: Damage) -> bytes:
+    """The complete or the crashed sample, cut short, then zeroed, random or flipped byte runs."""
+    crashed, cut, edits, seed = damage
+    data = bytearray(checked_sample[1] if crashed else checked_sample[0])
     rng = np.random.default_rng(seed)
     data = data[: max(1, len(data) - cut % 400)]
     for pos, n, kind in edits:
@@ -209,29 +223,15 @@ def _damaged(sample: bytes, cut: int, edits: list[tuple[int, int, str]], seed: i
     return bytes(data)
 
 
-DAMAGE = (
-    st.booleans(),
-    st.integers(0, 10**9),
-    st.lists(
-        st.tuples(st.integers(0, 10**9), st.integers(1, 64), st.sampled_from(["zero", "random", "flip"]))
-    ),
-    st.integers(0, 2**32 - 1),
-)
-
-
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(*DAMAGE)
+@given(DAMAGE)
 def test_repair_exit_code_matches_whether_its_output_validates(
-    checked_sample: tuple[bytes, bytes],
-    crashed: bool,
-    cut: int,
-    edits: list[tuple[int, int, str]],
-    seed: int,
+    checked_sample: tuple[bytes, bytes], damage: Damage
 ) -> None:
     """Random cuts, zeroed, random and flipped byte runs: repair exits 0 only when its output
     validates, and never 0 when it would not (1: written but invalid; 2: unreadable). info,
     validate and dump answer every state with an exit code, never a traceback."""
-    data = _damaged(checked_sample[1] if crashed else checked_sample[0], cut, edits, seed)
+    data = _damaged(checked_sample, damage)
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "c.wrtf", Path(tmp) / "r.wrtf"
         src.write_bytes(data)
@@ -257,20 +257,16 @@ def test_repair_exit_code_matches_whether_its_output_validates(
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(*DAMAGE)
-@example(False, 0, [(58, 3, "zero")], 0)  # NULs in the definition: YAML's error ran over two lines
+@given(DAMAGE)
+@example((False, 0, [(58, 3, "zero")], 0))  # NULs in the definition: YAML's error ran over two lines
 def test_export_answers_any_damage_with_an_exit_code(
-    checked_sample: tuple[bytes, bytes],
-    crashed: bool,
-    cut: int,
-    edits: list[tuple[int, int, str]],
-    seed: int,
+    checked_sample: tuple[bytes, bytes], damage: Damage
 ) -> None:
     """The same damage through every export a car's file can take: exit 0 or 1 with the output
     written, or 2 with one error line and nothing written; never a traceback. (Random damage
     rarely leaves a readable session whose every frame fails the check: the test above holds
     that case, which raised IndexError in .ld and .mf4.)"""
-    data = _damaged(checked_sample[1] if crashed else checked_sample[0], cut, edits, seed)
+    data = _damaged(checked_sample, damage)
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "c.wrtf"
         src.write_bytes(data)
