@@ -35,7 +35,7 @@ async def capture_over_udp(
     """The samples of ``datagrams`` sent at their offsets. With ``paced_within_s``, the capture
     is taken again (up to three times in all) while the sender went out later than that: a
     test of placement by arrival needs the pace it asked for, which a busy machine may not
-    give (a clean-clone run once saw 49 ticks arrive as one burst: 101 frames of 150)."""
+    give (a clean-clone run once recorded 101 frames of 150)."""
     for _ in range(3):
         samples: list[Sample] = []
         source = UdpSource(protocol, make_decoder(protocol, **options), host="127.0.0.1", port=0)

@@ -56,10 +56,10 @@ def _read_schedule(data: bytes) -> Iterator[tuple[float, bytes]]:
 async def send_at(datagrams: Sequence[bytes], address: tuple[str, int], offsets_s: Sequence[float]) -> float:
     """Send datagram i at ``offsets_s[i]`` after the start (a capture's own pace), from a process
     of its own: a thread of the test's shares the GIL with the receiving event loop (a clean-clone
-    run once saw 49 ticks of a 60 Hz feed arrive as one burst; which of the two stalled was not
-    found). The receiver stamps datagrams with the kernel's arrival time, so its own pauses do
-    not bunch them. Returns how late the sender was at worst (s): a busy machine can still
-    starve the sender itself."""
+    run once recorded 101 frames of a 150-tick feed placed by arrival: bunched arrivals, from a
+    stall of one or the other, not found). The receiver stamps datagrams with the kernel's
+    arrival time, so its own pauses do not bunch them. Returns how late the sender was at worst
+    (s): a busy machine can still starve the sender itself."""
     host, port = address
     proc = await anyio.run_process(
         [sys.executable, "-m", "tests.sources.udp_replay", host, str(port)],
