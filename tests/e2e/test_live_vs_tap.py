@@ -154,8 +154,9 @@ def test_live_vs_tap_gps_on_a_serial_port(tmp_path: Path) -> None:
     config = (
         f'[[sources]]\nkind = "serial"\nname = "gps"\nprotocol = "nmea"\ndevice = "{device.path}"\n'
         f"baudrate = 115200\nraw_tap = true\n"
-        # half a second of look-ahead, as in the game test above: a loaded machine once read one
-        # epoch after the default 0.1 s window had closed its tick (29 frames live, 30 replayed)
+        # half a second of look-ahead, as in the game test above: a loaded machine once recorded
+        # 29 frames live of 30 epochs (likely one read after the default 0.1 s window had closed
+        # its tick; the late count, asserted now, was not kept then)
         f'[recorder]\noutput_dir = "{out}"\nrate_hz = 20\njitter_s = 0.5\n'
         f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
     )
