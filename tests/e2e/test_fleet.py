@@ -317,7 +317,7 @@ def test_a_30_s_server_outage_loses_no_frame_no_file_no_event(tmp_path: Path, se
         # stalled). On a loaded machine both happen without an outage (clean-clone runs: 162
         # frames of 2474 missing; a gap of 0.367 s with the simulator 0.228 s late at most and
         # 12 samples late, 12 superseded); the outage may add no gap the counters do not explain
-        (counts,) = [c for g in d.status()["recorder"]["groups"].values() for c in g["per_source"].values()]
+        counts = d.status()["recorder"]["per_source"]["forza"]
         late, merged = counts["late"], counts["superseded"]
         stop(d)
         d = restarted(d).start()

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.to_thread
 import numpy as np
 
 from wrtfd.decoders.base import Sample
