@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import pickle
 import socket
-import struct
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,35 +21,18 @@ REPO = Path(__file__).resolve().parents[2]
 START_US = 1_700_000_000_000_000
 
 
-def _send_schedule(address: tuple[str, int], schedule: bytes) -> float:
-    """Send ``schedule``'s datagrams at their offsets (the format of :func:`_schedule_bytes`);
-    returns how late the latest one went out (s)."""
+def _send_schedule(address: tuple[str, int], schedule: Sequence[tuple[float, bytes]]) -> float:
+    """Send each ``(offset_s, datagram)`` at its offset; returns how late the latest one went out (s)."""
     latest = 0.0
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
         t0 = time.monotonic()
-        for at, d in _read_schedule(schedule):
+        for at, d in schedule:
             delay = t0 + at - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
             tx.sendto(d, address)
             latest = max(latest, time.monotonic() - t0 - at)
     return latest
-
-
-_ENTRY = struct.Struct("<dI")  # offset (s), datagram length
-
-
-def _schedule_bytes(datagrams: Sequence[bytes], offsets_s: Sequence[float]) -> bytes:
-    return b"".join(_ENTRY.pack(at, len(d)) + d for d, at in zip(datagrams, offsets_s, strict=True))
-
-
-def _read_schedule(data: bytes) -> Iterator[tuple[float, bytes]]:
-    pos = 0
-    while pos < len(data):
-        at, n = _ENTRY.unpack_from(data, pos)
-        pos += _ENTRY.size
-        yield at, data[pos : pos + n]
-        pos += n
 
 
 async def send_at(datagrams: Sequence[bytes], address: tuple[str, int], offsets_s: Sequence[float]) -> float:
@@ -62,7 +45,7 @@ async def send_at(datagrams: Sequence[bytes], address: tuple[str, int], offsets_
     host, port = address
     proc = await anyio.run_process(
         [sys.executable, "-m", "tests.sources.udp_replay", host, str(port)],
-        input=_schedule_bytes(datagrams, offsets_s),
+        input=pickle.dumps(list(zip(offsets_s, datagrams, strict=True))),  # to our own child
         cwd=REPO,
         check=False,
     )
@@ -124,4 +107,4 @@ def read_single_session(path: Path) -> tuple[np.ndarray, Any]:
 
 
 if __name__ == "__main__":  # the sender process of send_at: HOST PORT, the schedule on stdin
-    print(_send_schedule((sys.argv[1], int(sys.argv[2])), sys.stdin.buffer.read()))
+    print(_send_schedule((sys.argv[1], int(sys.argv[2])), pickle.loads(sys.stdin.buffer.read())))
