@@ -19,6 +19,8 @@ from tests.format.samples import car_schema, rewrite_args, write_definition
 from wrtfd.cli.main import main
 from wrtfd.format import Reader, Writer, validate_file
 
+BATCHES = (3, 4, 5, 6)  # frames in each flushed batch of a session: one check group each
+
 
 def _write_checked(path: Path, *, close: bool = True) -> list[int]:
     """Two sessions written in flushed batches, like the recorder; returns every frame's end offset."""
@@ -27,10 +29,10 @@ def _write_checked(path: Path, *, close: bool = True) -> list[int]:
     w = Writer(path, schema, rate_hz=50, start_timestamp_us=START_US, check=True, fsync_on_close=False)
     for k in range(2):
         w.begin_session({"start_timestamp": START_US + k, "track": "Spa"})
-        for b in range(4):
-            frames = np.zeros(3 + b, dtype=w.schema.frame_dtype)
-            frames["tick"] = np.arange(10 * b, 10 * b + 3 + b)
-            frames["speed"] = np.arange(3 + b, dtype=np.float32) + k
+        for b, size in enumerate(BATCHES):
+            frames = np.zeros(size, dtype=w.schema.frame_dtype)
+            frames["tick"] = np.arange(10 * b, 10 * b + size)
+            frames["speed"] = np.arange(size, dtype=np.float32) + k
             frames["wheels"]["pressure"] = 1.9
             start = w.bytes_written
             w.write_frames(frames)
@@ -114,7 +116,10 @@ def test_dump_and_export_leave_out_failing_frames_and_exit_1(
     assert len(rows) == 1 + 33 and "wrtfd_check" not in rows[0]
 
 
-GROUP_STARTS = {0: (0, 3, 7, 12), 1: (18, 21, 25, 30)}  # _write_checked's batches, frame indices
+def group_starts(session: int) -> list[int]:
+    """File-wide indices of the first frame of each of ``session``'s batches (_write_checked)."""
+    first = session * sum(BATCHES)
+    return [first + sum(BATCHES[:b]) for b in range(len(BATCHES))]
 
 
 @pytest.mark.parametrize("suffix", [".ld", ".mf4", ".csv", ".mcap"])
@@ -126,7 +131,7 @@ def test_export_of_sessions_whose_every_frame_fails_the_check(
     f = tmp_path / "a.wrtf"
     ends = _write_checked(f)
     data = bytearray(f.read_bytes())
-    for i in GROUP_STARTS[0]:
+    for i in group_starts(0):
         data[ends[i] - 3] ^= 1  # the group count of each group's first frame: the group fails
     f.write_bytes(bytes(data))
     out = tmp_path / f"a{suffix}"
@@ -136,7 +141,7 @@ def test_export_of_sessions_whose_every_frame_fails_the_check(
     assert "wrote " in err and ": 18 frames" in err  # session 1's frames, every one of them
     if suffix == ".ld":
         assert sorted(p.name for p in tmp_path.glob("a*.ld*")) == ["a-s1.ld", "a-s1.ldx"]
-    for i in GROUP_STARTS[1]:
+    for i in group_starts(1):
         data[ends[i] - 3] ^= 1
     f.write_bytes(bytes(data))
     for p in tmp_path.glob("a?*.*"):
