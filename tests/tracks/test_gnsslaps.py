@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from wrtfd.simulate.car import CarState, Simulation
 from wrtfd.simulate.gnss import ground_factor
@@ -34,10 +36,21 @@ def drive() -> tuple[list[CarState], list[Lap]]:
     return list(sim.states()), list(sim.laps)
 
 
-def timed(
-    rate_hz: int, noise_m: float, seed: int, *, velocity: bool = True
-) -> tuple[GnssLapTimer, list[Lap]]:
-    states, truth = drive()
+Fixes = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def fixes(rate_hz: int, noise_m: float, seed: int) -> tuple[GnssLapTimer, Fixes]:
+    """A timer for road.trk's circuit and the drive's fixes in its plane: t, x, y, v_east, v_north
+    (the arrays are shared: copy before changing them)."""
+    track = load_track(ROAD)
+    # the filter told the noise, as a receiver's hAcc and sAcc would tell it
+    timer, _ = timer_for(circuit_from_track(track), position_noise_m=noise_m, velocity_noise_mps=0.05)
+    return timer, _fixes(rate_hz, noise_m, seed)
+
+
+@cache
+def _fixes(rate_hz: int, noise_m: float, seed: int) -> Fixes:
+    states, _ = drive()
     track = load_track(ROAD)
     anchor = track_plane(track.extensions)
     assert anchor is not None
@@ -52,15 +65,20 @@ def timed(
     ve = ground * np.array([s.heading_x for s in sel]) + rng.normal(0.0, 0.05, len(sel))
     vn = ground * np.array([s.heading_z for s in sel]) + rng.normal(0.0, 0.05, len(sel))
     lat, lon = anchor.to_latlon(x, z)
-    # the filter told the noise, as a receiver's hAcc and sAcc would tell it
-    timer, plane = timer_for(circuit_from_track(track), position_noise_m=noise_m, velocity_noise_mps=0.05)
-    xs, ys = plane.to_xy(lat, lon)
+    xs, ys = circuit_from_track(track).plane().to_xy(lat, lon)
+    return t, xs, ys, ve, vn
+
+
+def timed(
+    rate_hz: int, noise_m: float, seed: int, *, velocity: bool = True
+) -> tuple[GnssLapTimer, list[Lap]]:
+    timer, (t, xs, ys, ve, vn) = fixes(rate_hz, noise_m, seed)
     for i in range(len(t)):
         if velocity:
             timer.update(float(t[i]), float(xs[i]), float(ys[i]), float(ve[i]), float(vn[i]))
         else:
             timer.update(float(t[i]), float(xs[i]), float(ys[i]))
-    return timer, truth
+    return timer, drive()[1]
 
 
 # The brief asks 10 ms at 10 Hz and 5 ms at 25 Hz. The forward (live) filter, told 5 cm/s, measures
@@ -91,6 +109,62 @@ def test_without_velocity_the_raw_fixes_still_count_every_lap() -> None:
     timer, truth = timed(25, 1.0, 4, velocity=False)
     assert len(timer.laps) == len(truth)
     assert max(abs(a.time_s - b.time_s) for a, b in zip(timer.laps, truth, strict=True)) < 0.1
+
+
+def _laps(timer: GnssLapTimer, run: Fixes, *, smoothed: bool) -> list[tuple[int, float, tuple[float, ...]]]:
+    """The laps (number, time, sectors) of ``run`` timed live, or smoothed both ways first."""
+    t, x, y, ve, vn = run
+    if smoothed:
+        x, y = timer.smooth(t, x, y, ve, vn)
+    for i in range(len(t)):
+        timer.update(float(t[i]), float(x[i]), float(y[i]), float(ve[i]), float(vn[i]), estimate=smoothed)
+    return [(lap.number, lap.time_s, lap.sector_times_s) for lap in timer.laps]
+
+
+def _wrong(draw: st.DrawFn, true: tuple[float, float]) -> tuple[float, float]:
+    """A velocity no receiver should have reported here: not a number, faster than any car, or a
+    change from the true one that takes more than 10 g within a 0.1 s step, with 3 m/s to spare
+    (the drive's own velocity changes by 1.7 m/s a step at most, before it stops at the end)."""
+    kind = draw(st.sampled_from(["not finite", "too fast", "sudden"]))
+    if kind == "not finite":
+        return draw(st.sampled_from([math.nan, math.inf, -math.inf])), draw(st.floats(-100.0, 100.0))
+    angle = draw(st.floats(0.0, 2 * math.pi))
+    if kind == "too fast":
+        speed = draw(st.floats(120.001, 1e300))
+        return speed * math.cos(angle), speed * math.sin(angle)
+    change = draw(st.floats(100.0 * 0.1 + 2.0 + 3.0, 100.0))
+    v = (true[0] + change * math.cos(angle), true[1] + change * math.sin(angle))
+    return (
+        v
+        if math.hypot(*v) <= 120.0
+        else (true[0] - change * math.cos(angle), true[1] - change * math.sin(angle))
+    )
+
+
+@st.composite
+def _glitches(draw: st.DrawFn) -> tuple[int, tuple[float, float], bool]:
+    run = fixes(10, 1.0, 5)[1]
+    i = draw(st.integers(1, len(run[0]) - 20))
+    return i, _wrong(draw, (float(run[3][i]), float(run[4][i]))), draw(st.booleans())
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_glitches())
+def test_a_wrong_velocity_counts_as_none(glitch: tuple[int, tuple[float, float], bool]) -> None:
+    """One fix's velocity that no car could have (a receiver's glitch, a damaged message) is taken
+    as a missing one: the laps are those of the same drive without that velocity, to the bit, live
+    and smoothed. (Before, the filter carried it for minutes: laps lost, or a lap 0.6 s short.)"""
+    i, (ve_bad, vn_bad), smoothed = glitch
+    timer, (t, x, y, ve, vn) = fixes(10, 1.0, 5)
+    missing = (t, x, y, ve.copy(), vn.copy())
+    missing[3][i] = missing[4][i] = math.nan
+    ve, vn = ve.copy(), vn.copy()
+    ve[i], vn[i] = ve_bad, vn_bad
+    want = _laps(fixes(10, 1.0, 5)[0], missing, smoothed=smoothed)
+    assert _laps(timer, (t, x, y, ve, vn), smoothed=smoothed) == want
+    truth = drive()[1]
+    assert [lap[0] for lap in want] == [lap.number for lap in truth]
+    assert max(abs(got[1] - lap.time_s) for got, lap in zip(want, truth, strict=True)) < 0.05
 
 
 LINE = PlaneLine(0.0, -10.0, 0.0, 10.0)  # a north-south line; "right" drives east

@@ -100,9 +100,18 @@ class PlaneLine:
         return f, (1 if s1 > s0 else -1)
 
 
-def _velocity(v_east: float | None, v_north: float | None) -> tuple[float, float] | None:
-    """A reported velocity, or None when it is missing or not finite."""
+#: What a velocity may change between two fixes beyond ``max_accel_mps2`` (the receivers' noise).
+VELOCITY_SLACK_MPS = 2.0
+
+
+def _velocity(
+    v_east: float | None, v_north: float | None, max_speed_mps: float
+) -> tuple[float, float] | None:
+    """A reported velocity, or None when it is missing, not finite, or faster than any car (a
+    receiver's glitch or a damaged message, which the filter would carry for half a minute)."""
     if v_east is None or v_north is None or not (math.isfinite(v_east) and math.isfinite(v_north)):
+        return None
+    if math.hypot(v_east, v_north) > max_speed_mps:
         return None
     return float(v_east), float(v_north)
 
@@ -273,6 +282,7 @@ class GnssLapTimer:
         pit: PitLane | None = None,
         refine_lag_s: float | None = None,
         max_refine_fixes: int = 10_000,
+        max_accel_mps2: float = 100.0,
     ) -> None:
         if refine_lag_s is not None and not 0.0 <= refine_lag_s <= 3600.0:
             raise ValueError(f"refine_lag_s must be 0 to 3600 s, not {refine_lag_s}")
@@ -282,6 +292,7 @@ class GnssLapTimer:
         self.pit = pit
         self.max_speed_mps = max_speed_mps
         self.min_jump_m = min_jump_m
+        self.max_accel_mps2 = max_accel_mps2
         self.max_gap_s = max_gap_s
         self.min_lap_m = min_lap_m
         self.r = position_noise_m**2
@@ -353,7 +364,7 @@ class GnssLapTimer:
 
         ``estimate``: the position is already an estimate (:meth:`smooth`), not filtered again.
         """
-        vel = _velocity(v_east, v_north)
+        vel = _velocity(v_east, v_north, self.max_speed_mps)
         if self._session_t0 is None:
             self._session_t0 = t
         completed: Lap | None = None
@@ -378,6 +389,13 @@ class GnssLapTimer:
         jump = math.hypot(x - raw[0], y - raw[1])
         return dt > self.max_gap_s or jump > max(self.min_jump_m, self.max_speed_mps * dt)
 
+    def _steady(self, va: tuple[float, float], vb: tuple[float, float], dt: float) -> bool:
+        """Whether velocity ``vb`` could follow ``va`` after ``dt``: no car changes its velocity
+        faster than ``max_accel_mps2`` (the real logs in ``../shared/data``: 54 m/s2 at most,
+        noise included). Across a step where one did, one of the two is wrong, and the step is
+        taken as without a velocity (the filter starts again at the fix)."""
+        return math.hypot(vb[0] - va[0], vb[1] - va[1]) <= self.max_accel_mps2 * dt + VELOCITY_SLACK_MPS
+
     def _begin(self, t: float, x: float, y: float, vel: tuple[float, float] | None) -> None:
         self._t = t
         self._raw = (x, y)
@@ -393,21 +411,24 @@ class GnssLapTimer:
         x0, y0 = self._est
         linked = False
         px, py, p = x, y, self.r
+        va, vb = self._vel, vel
+        if va is not None and vb is not None and not self._steady(va, vb, dt):
+            va = vb = None  # one of them is wrong: the step is taken as without a velocity
         if estimate:
             x1, y1 = x, y
-            if vel is not None and self._vel is not None:
-                step = 0.5 * (math.hypot(*self._vel) + math.hypot(*vel)) * dt
+            if va is not None and vb is not None:
+                step = 0.5 * (math.hypot(*va) + math.hypot(*vb)) * dt
             else:
                 step = math.hypot(x1 - x0, y1 - y0)
-        elif vel is not None and self._vel is not None:
+        elif va is not None and vb is not None:
             # predict with the mean velocity over the step, correct with the fix
-            px = x0 + 0.5 * (self._vel[0] + vel[0]) * dt
-            py = y0 + 0.5 * (self._vel[1] + vel[1]) * dt
+            px = x0 + 0.5 * (va[0] + vb[0]) * dt
+            py = y0 + 0.5 * (va[1] + vb[1]) * dt
             p = self._p + (self.sigma_v * dt) ** 2
             k = p / (p + self.r)
             x1, y1 = px + k * (x - px), py + k * (y - py)
             self._p = (1.0 - k) * p
-            step = 0.5 * (math.hypot(*self._vel) + math.hypot(*vel)) * dt
+            step = 0.5 * (math.hypot(*va) + math.hypot(*vb)) * dt
             linked = True
         else:
             x1, y1 = x, y
@@ -630,8 +651,11 @@ class GnssLapTimer:
             if prev < 0:
                 continue
             dt = ts[k] - ts[prev]
-            va, vb = _velocity(ve[prev], vn[prev]), _velocity(ve[k], vn[k])
-            if va is None or vb is None or self._restarts(ts[k], dt, xs[k], ys[k], (xs[prev], ys[prev])):
+            top = self.max_speed_mps
+            va, vb = _velocity(ve[prev], vn[prev], top), _velocity(ve[k], vn[k], top)
+            if va is None or vb is None or not self._steady(va, vb, dt):
+                continue
+            if self._restarts(ts[k], dt, xs[k], ys[k], (xs[prev], ys[prev])):
                 continue
             px[k] = fx[prev] + 0.5 * (va[0] + vb[0]) * dt
             py[k] = fy[prev] + 0.5 * (va[1] + vb[1]) * dt
