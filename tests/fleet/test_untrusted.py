@@ -22,6 +22,12 @@ def test_deep_nesting_is_a_value_error() -> None:
     assert loads(b'{"a": [1, 2.5]}') == {"a": [1, 2.5]}
 
 
+def test_non_finite_numbers_read_as_none() -> None:
+    doc = loads('{"a": NaN, "b": [Infinity, -Infinity], "c": 1e400, "d": -1e400, "e": 1e308}')
+    assert doc == {"a": None, "b": [None, None], "c": None, "d": None, "e": 1e308}
+    json.dumps(doc, allow_nan=False)  # strict JSON again
+
+
 @pytest.mark.parametrize(
     ("value", "want"),
     [

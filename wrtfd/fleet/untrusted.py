@@ -15,11 +15,22 @@ from typing import Any
 __all__ = ["loads", "number"]
 
 
+def _finite(text: str) -> float | None:
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+def _no_constant(name: str) -> None:
+    return None
+
+
 def loads(data: bytes | str) -> Any:
     """``json.loads``, with :class:`ValueError` for everything that is not a JSON document
-    (nesting too deep included)."""
+    (nesting too deep included). ``NaN``, ``Infinity`` (Python's extensions of JSON) and
+    numbers too large for a float (``1e400``) read as None: what is read can be written as
+    strict JSON again."""
     try:
-        return json.loads(data)
+        return json.loads(data, parse_float=_finite, parse_constant=_no_constant)
     except RecursionError as exc:
         raise ValueError("JSON nested too deep") from exc
 
