@@ -7,6 +7,7 @@ from pathlib import Path
 
 import anyio
 import numpy as np
+import pytest
 
 from tests.recorder.conftest import GAME_DEF, START_US, T0_NS, game_stream
 from tests.recorder.test_live import GAME as LIVE_GAME
@@ -16,7 +17,7 @@ from wrtfd.decoders.base import Sample
 from wrtfd.format import Reader, validate_file
 from wrtfd.format.markers import Marker, read_markers
 from wrtfd.recorder import LiveRecorder, Recorder, RecorderPolicy, SourceSpec, replay
-from wrtfd.recorder.markers import MAX_PENDING
+from wrtfd.recorder.markers import MAX_PENDING, TooManyMarkersError
 from wrtfd.recorder.observe import MarkerAdded, ObserverHub
 
 GAME = SourceSpec("game", GAME_DEF)
@@ -73,8 +74,12 @@ def test_pending_markers_are_bounded(out_dir: Path) -> None:
     for s in game_stream(60):
         rec.push(s)
         rec.advance(s.rx_ns)
-    accepted = [rec.mark(T0_NS + 100 * S, START_US, str(i)) for i in range(MAX_PENDING + 5)]
-    assert sum(a is not None for a in accepted) == MAX_PENDING
+    accepted = [rec.mark(T0_NS + 100 * S, START_US, str(i)) for i in range(MAX_PENDING)]
+    assert all(a is not None for a in accepted)
+    for _ in range(5):  # refused as such (not "no session"), and counted
+        with pytest.raises(TooManyMarkersError):
+            rec.mark(T0_NS + 100 * S, START_US, "one too many")
+    assert rec.markers.refused == 5 and rec.markers.requested == MAX_PENDING
     rec.close()
 
 

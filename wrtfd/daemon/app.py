@@ -40,6 +40,7 @@ from wrtfd.daemon.status import UP_STATES, health_problems
 from wrtfd.daemon.supervise import supervise
 from wrtfd.daemon.watch import LifecycleWatch
 from wrtfd.daemon.wiring import gnss_lap_plugins, prepare
+from wrtfd.recorder.markers import TooManyMarkersError
 
 if TYPE_CHECKING:
     from wrtfd.daemon.foxglove_live import FoxgloveLive
@@ -174,7 +175,11 @@ class Daemon:
                     log.info("SIGHUP: ending the current sessions and starting new ones")
                     self.recorder.request_new_session()
                 elif signum == signal.SIGUSR1:
-                    marked = self.mark("SIGUSR1")
+                    try:
+                        marked = self.mark("SIGUSR1")
+                    except TooManyMarkersError as exc:
+                        log.warning("SIGUSR1: marker refused: %s", exc, extra={"rate_key": "sigusr1-mark"})
+                        continue
                     log.info(
                         "SIGUSR1: marker in %s",
                         ", ".join(f"{g} at tick {t}" for g, t in marked.items())
@@ -194,6 +199,7 @@ class Daemon:
     # --- what the web server may ask for (wrtfd.daemon.web.routes.Actions) -------------------
 
     def mark(self, note: str) -> dict[str, int]:
+        """:raises TooManyMarkersError: too many markers wait (the web server answers 429)."""
         return dict(self.recorder.mark(note))
 
     def new_session(self) -> None:

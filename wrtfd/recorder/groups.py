@@ -21,6 +21,7 @@ import anyio
 from wrtfd.decoders.base import Sample
 from wrtfd.errors import ConfigError
 from wrtfd.recorder.live import LiveRecorder
+from wrtfd.recorder.markers import TooManyMarkersError
 
 __all__ = ["RecorderGroups", "merge_snapshots"]
 
@@ -46,6 +47,9 @@ _SUMMED = (
     "frame_rate_hz",
     "progress",
     "derived_errors",
+    "markers",
+    "markers_dropped",
+    "markers_refused",
 )
 
 
@@ -83,12 +87,22 @@ class RecorderGroups:
             recorder.request_new_session()
 
     def mark(self, note: str = "") -> dict[str, int]:
-        """A marker at this moment in every group with a session in progress: ``{group: tick}``."""
+        """A marker at this moment in every group with a session in progress: ``{group: tick}``.
+
+        :raises TooManyMarkersError: no group took it, and one refused it (too many waiting).
+        """
         out: dict[str, int] = {}
+        full: TooManyMarkersError | None = None
         for name, recorder in self.groups.items():
-            tick = recorder.mark(note)
+            try:
+                tick = recorder.mark(note)
+            except TooManyMarkersError as exc:
+                full = exc
+                continue
             if tick is not None:
                 out[name] = tick
+        if not out and full is not None:
+            raise full
         return out
 
     async def stop(self) -> None:

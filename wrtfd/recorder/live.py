@@ -201,7 +201,10 @@ class LiveRecorder:
 
     def mark(self, note: str = "", *, wall_us: int | None = None) -> int | None:
         """A marker at this moment (on the event loop: the engine's thread). Returns its session
-        tick, or None when no session is in progress (nothing is being recorded to mark)."""
+        tick, or None when no session is in progress (nothing is being recorded to mark).
+
+        :raises TooManyMarkersError: too many markers wait for their frame already.
+        """
         wall = time.time_ns() // 1000 if wall_us is None else wall_us
         return self.recorder.mark(self._clock_ns(), wall, note)
 
@@ -288,6 +291,7 @@ class LiveRecorder:
             "laps_live": rec.live_summaries(),
             "markers": rec.markers.placed,
             "markers_dropped": rec.markers.dropped,
+            "markers_refused": rec.markers.refused,
             "trigger": {"record": "continuous"} if rec.gate is None else rec.gate.stats(),
             "per_source": {name: c.as_dict() for name, c in counters.items()},
         }

@@ -11,13 +11,19 @@ from collections import deque
 
 import numpy as np
 
+from wrtfd.errors import WrtfdError
 from wrtfd.format.markers import CHUNK_BYTES, MARKER_FIELD, clean_note, encode_record
 from wrtfd.recorder.ops import PlacedMarker
 
-__all__ = ["MAX_PENDING", "MarkerStamper"]
+__all__ = ["MAX_PENDING", "MarkerStamper", "TooManyMarkersError"]
 
 #: Markers asked for but not yet placed (their tick not reached yet); more are refused.
 MAX_PENDING = 64
+
+
+class TooManyMarkersError(WrtfdError):
+    """A marker asked for while :data:`MAX_PENDING` wait for their frame already: refused (counted
+    in :attr:`MarkerStamper.refused`). Example: a script posting marks in a loop."""
 
 
 class MarkerStamper:
@@ -32,6 +38,8 @@ class MarkerStamper:
         self.placed = 0
         #: Markers lost because their session ended before their tick was written.
         self.dropped = 0
+        #: Markers refused because :data:`MAX_PENDING` were waiting already.
+        self.refused = 0
 
     @property
     def idle(self) -> bool:
@@ -40,6 +48,7 @@ class MarkerStamper:
     def request(self, tick: int, wall_us: int, note: str) -> bool:
         """Ask for a marker at session tick ``tick``; False when too many are waiting."""
         if len(self._pending) >= MAX_PENDING:
+            self.refused += 1
             return False
         self._pending.append((max(0, int(tick)), int(wall_us), clean_note(note)))
         self.requested += 1

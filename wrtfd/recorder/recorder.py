@@ -34,7 +34,7 @@ from wrtfd.format import Schema
 from wrtfd.recorder import durability
 from wrtfd.recorder.compose import END_REASONS, FOOTER_SOURCE_COUNTERS, TEXT_BYTES, compose_definition
 from wrtfd.recorder.files import DEFAULT_TEMPLATE, FileSink, check_template, join_records
-from wrtfd.recorder.markers import MarkerStamper
+from wrtfd.recorder.markers import MAX_PENDING, MarkerStamper, TooManyMarkersError
 from wrtfd.recorder.ops import BeginOp, EndOp, FramesOp, Op
 from wrtfd.recorder.trigger import TriggerGate, TriggerPolicy
 from wrtfd.scheduler import (
@@ -302,12 +302,18 @@ class Recorder:
     def mark(self, now_ns: int, wall_us: int, note: str = "") -> int | None:
         """Ask for a marker at the tick of ``now_ns`` (the engine's clock) in the session in
         progress; it is written into the frames from that tick on. Returns the tick, or None when
-        no session is in progress (nothing to mark) or too many markers wait."""
+        no session is in progress (nothing to mark).
+
+        :raises TooManyMarkersError: :data:`~wrtfd.recorder.markers.MAX_PENDING` markers wait for
+            their frame already (refused, counted in ``markers.refused``).
+        """
         start = self._session_start_ns
         if start is None or not self.scheduler.in_session:
             return None
         tick = max(0, (now_ns - start) * self.policy.rate_hz // 1_000_000_000)
-        return tick if self.markers.request(tick, wall_us, note) else None
+        if not self.markers.request(tick, wall_us, note):
+            raise TooManyMarkersError(f"{MAX_PENDING} markers wait for their frame already")
+        return tick
 
     def _header(self, reason: str, info: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
         header: dict[str, Any] = {"start_reason": reason}
@@ -641,7 +647,10 @@ class Replayer:
         """A marker asked for at ``rx_ns`` (as ``POST /api/mark`` would be), after :meth:`start_at`."""
         rec = self.recorder
         self._take(rec.advance(rx_ns, flush=True))
-        rec.mark(rx_ns, rec.wall_us(rx_ns), note)
+        try:
+            rec.mark(rx_ns, rec.wall_us(rx_ns), note)
+        except TooManyMarkersError:
+            pass  # refused and counted (markers.refused), as the live daemon refuses it
 
     def _take(self, ops: list[Op]) -> None:
         if ops:

@@ -4,6 +4,7 @@ address of this namespace, probed from that address. Prints one JSON object of f
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,27 @@ with running_server(host=ADDRESS, token=TOKEN) as srv:
     with_token = subprocess.run([*cli, "--token", TOKEN], capture_output=True, text=True, timeout=60)
     found["cli_with_token"] = [with_token.returncode, with_token.stdout.strip()]
     found["marks"] = list(srv.daemon.marks)
+    # a page opened on this machine (a loopback peer) may mark with the CSRF token alone, and its
+    # update stream's hello says so
+    with socket.socket() as s:
+        s.settimeout(10)
+        s.bind(("127.0.0.1", 0))
+        s.connect((ADDRESS, srv.port))
+        s.sendall(f"GET /api/events HTTP/1.1\r\nHost: {ADDRESS}:{srv.port}\r\n\r\n".encode())
+        got = b""
+        while b"event: hello\ndata: " not in got or not got.split(b"event: hello\ndata: ")[1].count(b"\n"):
+            got += s.recv(65536)
+    hello = json.loads(got.split(b"event: hello\ndata: ")[1].split(b"\n")[0])
+    with socket.socket() as s:
+        s.settimeout(10)
+        s.bind(("127.0.0.1", 0))
+        s.connect((ADDRESS, srv.port))
+        s.sendall(
+            f"POST /api/mark HTTP/1.1\r\nHost: {ADDRESS}:{srv.port}\r\nX-Wrtfd-Csrf: {hello['csrf']}\r\n"
+            "Content-Length: 0\r\n\r\n".encode()
+        )
+        status_line = s.recv(65536).split(b"\r\n")[0].decode()
+    found["loopback_peer"] = [hello["can_write"], status_line]
 
 with running_server(host=ADDRESS, token=TOKEN, public_read=True) as srv:
     found["public_status"] = srv.request("GET", "/status")[0]

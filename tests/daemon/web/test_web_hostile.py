@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -17,6 +18,7 @@ import pytest
 
 from tests.daemon.web.hostile import h2_post, h2c_upgrade, oversized_chunked_post, read_answer
 from tests.daemon.web.webserver import Running, running_server
+from wrtfd.format.markers import clean_note
 
 #: Every wait for the server to settle is bounded by this (seconds).
 SETTLE_S = 20.0
@@ -128,3 +130,130 @@ def test_oversized_chunked_bodies_leave_no_task_behind(caplog: pytest.LogCapture
         assert srv.daemon.marks == []
         assert srv.request("GET", "/healthz")[0] == 200
     assert _tracebacks(caplog) == []
+
+
+def _status_line(answer: bytes) -> bytes:
+    return answer.split(b"\r\n", 1)[0]
+
+
+def test_head_of_the_update_stream_answers_its_head_and_ends(caplog: pytest.LogCaptureFixture) -> None:
+    """HEAD /api/events then a second request on the same connection: the HEAD answer ends (no
+    page is subscribed, no connection held), so pages stay free for real ones."""
+    caplog.set_level(logging.WARNING)
+    with running_server() as srv:
+        baseline = _baseline(srv)
+        for _ in range(5):
+            with socket.create_connection((srv.host, srv.port), timeout=10) as s:
+                s.sendall(b"HEAD /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                s.sendall(b"GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                started = time.monotonic()
+                answer = read_answer(s, quiet_s=5.0)
+                closed_after_s = time.monotonic() - started
+            assert answer.startswith(b"HTTP/1.1 200 "), answer[:80]
+            head, _, rest = answer.partition(b"\r\n\r\n")
+            assert b"text/event-stream" in head and b"connection: close" in head.lower()
+            assert rest == b""  # no body, and the second request is not served
+            assert closed_after_s < 4.0  # the server closed it; no quiet wait of 5 s
+        assert srv.server.stats()["pages"] == 0
+        assert _settled(srv, baseline) == baseline
+        # a real page still gets its stream
+        with socket.create_connection((srv.host, srv.port), timeout=10) as s:
+            s.sendall(b"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert b"event: hello" in read_answer(s, quiet_s=1.0)
+    assert _tracebacks(caplog) == []
+
+
+def test_hostile_header_values_are_refused_and_counted_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    with running_server(token="a-configured-token-0123456789") as srv:
+        csrf = srv.csrf().encode()
+        host = b"Host: 127.0.0.1\r\n"
+        mark = b"POST /api/mark HTTP/1.1\r\n" + host
+        cases = [
+            (b"GET /status HTTP/1.1\r\nHost: [\r\n\r\n", 400),
+            (b"GET /status HTTP/1.1\r\nHost: ]\r\n\r\n", 400),
+            (b"GET /status HTTP/1.1\r\nHost: [::1\r\n\r\n", 400),
+            (mark + b"Origin: http://[\r\nX-Wrtfd-Csrf: " + csrf + b"\r\nContent-Length: 0\r\n\r\n", 403),
+            (mark + b"X-Wrtfd-Csrf: \xe9\r\nContent-Length: 0\r\n\r\n", 403),
+            (mark + b"Authorization: Bearer \xe9\r\nContent-Length: 0\r\n\r\n", 403),
+            (mark + b"Cookie: wrtfd_auth=\xe9\r\nContent-Length: 0\r\n\r\n", 403),
+            (b"GET /?token=%C3%A9 HTTP/1.1\r\n" + host + b"\r\n", 403),
+            (b"GET /?token=%ED%A0%80 HTTP/1.1\r\n" + host + b"\r\n", 403),
+        ]
+        for request, status in cases:
+            answer = srv.raw(request)
+            assert _status_line(answer).startswith(b"HTTP/1.1 %d " % status), (request, answer[:80])
+        # on loopback, reading needs nothing: a malformed credential is just not one
+        answer = srv.raw(b"GET /status HTTP/1.1\r\n" + host + b"Authorization: Bearer \xe9\r\n\r\n")
+        assert _status_line(answer).startswith(b"HTTP/1.1 200 ")
+        refused = srv.server.stats()["refused_requests"]
+        assert refused.get("bad_host") == 3
+        assert refused.get("bad_origin") == 1
+        assert refused.get("bad_csrf") == 3
+        assert refused.get("bad_token") == 2
+        assert srv.daemon.marks == []
+    assert _tracebacks(caplog) == []
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_a_note_with_a_lone_surrogate_is_cleaned_before_it_is_marked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    with running_server() as srv:
+        hdr = {"Content-Type": "application/json", "X-Wrtfd-Csrf": srv.csrf()}
+        code, _, answer = srv.request("POST", "/api/mark", body=b'{"note": "a\\ud800b\\u0007c"}', headers=hdr)
+        assert code == 200, answer
+        # what the recorder was given is what is answered: the text the file will hold
+        assert srv.daemon.marks == [json.loads(answer)["note"]] == [clean_note("a\ud800b\x07c")]
+    assert _tracebacks(caplog) == []
+
+
+def test_marks_past_the_waiting_bound_get_their_own_answer() -> None:
+    with running_server() as srv:
+        hdr = {"Content-Type": "application/json", "X-Wrtfd-Csrf": srv.csrf()}
+        srv.daemon.waiting_full = True
+        code, headers, answer = srv.request("POST", "/api/mark", body=b'{"note": "x"}', headers=hdr)
+        assert code == 429 and b"too many marks waiting" in answer and "retry-after" in headers
+        assert srv.server.stats()["refused_requests"].get("marks_waiting") == 1
+        srv.daemon.waiting_full = False
+        srv.daemon.recording = False
+        code, _, answer = srv.request("POST", "/api/mark", body=b'{"note": "x"}', headers=hdr)
+        assert code == 409 and b"nothing is being recorded" in answer
+
+
+def test_a_websocket_upgrade_is_refused_cleanly_and_counted(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING)
+    with running_server() as srv:
+        baseline = _baseline(srv)
+        for path, host in ((b"/status", b"127.0.0.1"), (b"/api/events", b"evil.example"), (b"/x", b"[")):
+            answer = srv.raw(
+                b"GET " + path + b" HTTP/1.1\r\nHost: " + host + b"\r\nUpgrade: websocket\r\n"
+                b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                b"Sec-WebSocket-Version: 13\r\n\r\n"
+            )
+            assert _status_line(answer).startswith(b"HTTP/1.1 404 "), answer[:80]
+            assert b"WebSocket" in answer.partition(b"\r\n\r\n")[2]
+        assert srv.server.stats()["refused_requests"].get("websocket") == 3
+        assert _settled(srv, baseline) == baseline
+    assert _tracebacks(caplog) == []
+
+
+def test_pages_refused_past_max_pages_are_counted() -> None:
+    with running_server() as srv:
+        srv.server.broadcaster.max_subscribers = 2
+        socks = []
+        try:
+            for _ in range(4):
+                s = socket.create_connection((srv.host, srv.port), timeout=10)
+                s.sendall(b"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                socks.append(s)
+            answers = [s.recv(12) for s in socks]
+            assert sorted(answers).count(b"HTTP/1.1 503") == 2
+            stats = srv.server.stats()
+            assert stats["pages"] == 2 and stats["refused_requests"].get("pages_full") == 2
+        finally:
+            for s in socks:
+                s.close()

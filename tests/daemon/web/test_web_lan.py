@@ -73,6 +73,9 @@ def test_changes_need_the_token_off_loopback() -> None:
     assert found["cli_without_token"][0] == 2 and "token" in found["cli_without_token"][1]
     assert found["cli_with_token"] == [0, "marked main at tick 103 ('cli note')"]
     assert found["marks"] == ["from the LAN", "from the LAN", "cli note"]
+    # a loopback peer (a page on this machine) is told it may mark, and may
+    can_write, status_line = found["loopback_peer"]
+    assert (can_write, status_line.split()[1]) == (True, "200"), found["loopback_peer"]
     # public_read opens reading only
     assert (found["public_status"], found["public_page"]) == (200, 200)
     assert found["public_mark_without_token"] == 401

@@ -20,6 +20,7 @@ import anyio
 from wrtfd.daemon.web.access import AccessPolicy
 from wrtfd.daemon.web.live import Broadcaster, LiveView
 from wrtfd.daemon.web.server import StatusServer, WebLimits
+from wrtfd.recorder.markers import TooManyMarkersError
 
 
 def snapshot() -> dict[str, Any]:
@@ -42,6 +43,8 @@ class FakeDaemon:
         self.marks: list[str] = []
         self.sessions = 0
         self.recording = True
+        #: every group's markers are waiting already (the recorder's bound): marks are refused
+        self.waiting_full = False
         #: GNSS sources that time laps (``wrtfd mark --start-finish`` asks them for a line)
         self.gnss: list[str] = []
         self.lines_asked = 0
@@ -52,6 +55,8 @@ class FakeDaemon:
     def mark(self, note: str) -> dict[str, int]:
         if not self.recording:
             return {}
+        if self.waiting_full:
+            raise TooManyMarkersError("too many marks waiting")
         self.marks.append(note)
         return {"main": 100 + len(self.marks)}
 

@@ -108,6 +108,9 @@ class Access:
     reason: str = ""
     #: The caller authenticated with the token (bearer or cookie).
     authenticated: bool = False
+    #: The caller may change things given the CSRF token: on loopback, a loopback peer of a LAN
+    #: server, or authenticated (what the page's ``hello.can_write`` says).
+    trusted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +150,10 @@ class AccessPolicy:
         """An IP literal, localhost or a configured name (any port): no DNS-rebound names."""
         if not host_header:
             return False
-        host = urlsplit("//" + host_header).hostname
+        try:  # "[" or "]" make urlsplit raise: a malformed header, refused as any bad name
+            host = urlsplit("//" + host_header).hostname
+        except ValueError:
+            return False
         if host is None:
             return False
         if host == "localhost" or host in self.allowed_hosts:
@@ -159,7 +165,7 @@ class AccessPolicy:
         return True
 
     def token_matches(self, value: str | None) -> bool:
-        return bool(self.token) and value is not None and hmac.compare_digest(value, self.token or "")
+        return bool(self.token) and value is not None and _same(value, self.token or "")
 
     def check(
         self,
@@ -180,19 +186,33 @@ class AccessPolicy:
         if not trusted:
             return Access(read, False, "a token is needed (Authorization: Bearer, or open /?token=...)")
         if by_bearer:
-            return Access(read, True, authenticated=True)
+            return Access(read, True, authenticated=True, trusted=True)
         csrf = headers.get(CSRF_HEADER)
-        if csrf is None or not hmac.compare_digest(csrf, self.csrf):
-            return Access(read, False, "missing or stale CSRF token (reload the page)", authenticated)
-        return Access(read, True, authenticated=authenticated)
+        if csrf is None or not _same(csrf, self.csrf):
+            return Access(
+                read, False, "missing or stale CSRF token (reload the page)", authenticated, trusted=True
+            )
+        return Access(read, True, authenticated=authenticated, trusted=True)
 
     def origin_allowed(self, origin: str | None, host_header: str | None) -> bool:
         """A change from a browser must come from our own origin (absent: not a browser)."""
         if origin is None:
             return True
-        parts = urlsplit(origin)
+        try:  # "http://[" makes urlsplit raise: not our origin
+            parts = urlsplit(origin)
+        except ValueError:
+            return False
         return (
             parts.scheme == "http"
             and bool(host_header)
             and parts.netloc.lower() == (host_header or "").lower()
         )
+
+
+def _same(value: str, secret: str) -> bool:
+    """``value == secret`` in constant time, for any text a client sends: ``compare_digest`` takes
+    only ASCII ``str`` (a TypeError otherwise), so both are compared as UTF-8 bytes (a lone
+    surrogate from a percent-decoded query kept as itself)."""
+    return hmac.compare_digest(
+        value.encode("utf-8", "surrogatepass"), secret.encode("utf-8", "surrogatepass")
+    )

@@ -3,9 +3,13 @@
 Every request passes :class:`Guard` first (a plain ASGI wrapper, cheap): a bounded number of
 requests at once (pushed-update streams have their own bound), the ``Host`` check, a path
 target, security headers, ``Connection: close`` on plain answers (one request per connection,
-as the status endpoint always did; only the update stream stays open), and no body for HEAD.
-Each route then checks what the caller may do (:mod:`.access`). Request bodies are read with a
-size and a time bound.
+as the status endpoint always did; only the update stream stays open), and no body for HEAD (a
+HEAD of the update stream is a plain answer: its head, and the connection closes). A WebSocket
+handshake is answered 404 (this port has none; Foxglove has its own). Each route then checks what
+the caller may do (:mod:`.access`). Request bodies are read with a size and a time bound.
+
+Every refusal is counted under its reason (``refused``, shared by the guard and the routes:
+``/status`` -> ``web.refused_requests``).
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from wrtfd import __version__
 from wrtfd.daemon.status import render_metrics
 from wrtfd.daemon.web.access import COOKIE, Access, AccessPolicy
 from wrtfd.daemon.web.live import Broadcaster, to_json
+from wrtfd.format.markers import clean_note
+from wrtfd.recorder.markers import MAX_PENDING as MAX_MARKERS_WAITING
+from wrtfd.recorder.markers import TooManyMarkersError
 
 __all__ = ["MAX_BODY_BYTES", "Actions", "Guard", "build_app"]
 
@@ -80,14 +87,21 @@ class Guard:
     """The ASGI wrapper every request passes (see the module docstring)."""
 
     def __init__(
-        self, app: ASGIApp, policy: AccessPolicy, *, max_requests: int = 32, max_head_bytes: int = 8192
+        self,
+        app: ASGIApp,
+        policy: AccessPolicy,
+        *,
+        max_requests: int = 32,
+        max_head_bytes: int = 8192,
+        refused: dict[str, int] | None = None,
     ) -> None:
         self.app = app
         self.policy = policy
         self.max_requests = max_requests
         self.max_head_bytes = max_head_bytes
         self.active = 0
-        self.refused: dict[str, int] = {}
+        #: Refused requests by reason (the routes count theirs here too).
+        self.refused: dict[str, int] = {} if refused is None else refused
         #: The route handlers (their counters are in the server's stats).
         self.handlers: Any = None
 
@@ -98,6 +112,9 @@ class Guard:
         if scope["type"] != "http":
             if scope["type"] == "lifespan":
                 await self.app(scope, receive, send)
+            elif scope["type"] == "websocket":
+                self._refuse("websocket")
+                await _refuse_websocket(send)
             return
         raw = scope.get("raw_path") or b""
         headers = scope.get("headers", ())
@@ -125,12 +142,15 @@ class Guard:
                 send, 400, "Host must be an IP address, localhost or a name in [web] allowed_hosts\n"
             )
             return
-        streaming = scope["path"] == "/api/events"
+        head = scope["method"] == "HEAD"
+        # HEAD of the update stream gets its head only, as a plain answer: a stream whose body
+        # is never sent would hold its page and connection for ever (hypercorn stops reading
+        # the connection while an answer is unfinished)
+        streaming = scope["path"] == "/api/events" and not head
         if not streaming and self.active >= self.max_requests:
             self._refuse("busy")
             await _plain(send, 503, "busy\n")
             return
-        head = scope["method"] == "HEAD"
 
         async def guarded_send(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -230,6 +250,20 @@ async def _plain(send: Send, status: int, text: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+async def _refuse_websocket(send: Send) -> None:
+    """Refuse a WebSocket handshake with a plain HTTP answer (the ASGI ``websocket.http.response``
+    extension, which hypercorn offers); the connection then closes."""
+    body = b"no WebSocket on this port (the live Foxglove view has its own: [foxglove] port)\n"
+    headers = [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+        *SECURITY_HEADERS,
+    ]
+    await send({"type": "websocket.http.response.start", "status": 404, "headers": headers})
+    await send({"type": "websocket.http.response.body", "body": body})
+
+
 def _load_static() -> dict[str, bytes]:
     root = resources.files("wrtfd.daemon.web") / "static"
     files = {name: (root / name).read_bytes() for name in STATIC_FILES}
@@ -242,12 +276,24 @@ STATIC = _load_static()
 
 
 class _Handlers:
-    def __init__(self, policy: AccessPolicy, actions: Actions, broadcaster: Broadcaster | None) -> None:
+    def __init__(
+        self,
+        policy: AccessPolicy,
+        actions: Actions,
+        broadcaster: Broadcaster | None,
+        refused: dict[str, int],
+    ) -> None:
         self.policy = policy
         self.actions = actions
         self.broadcaster = broadcaster
         self.static = STATIC
         self.marks = 0
+        self.refused = refused
+
+    def _refuse(self, why: str, response: Response) -> Response:
+        """``response``, a refusal counted under ``why``."""
+        self.refused[why] = self.refused.get(why, 0) + 1
+        return response
 
     def access(self, request: Request) -> Access:
         peer = request.client.host if request.client else None
@@ -264,7 +310,7 @@ class _Handlers:
         token = request.query_params.get("token")
         if token is not None:
             if not self.policy.token_matches(token):
-                return PlainTextResponse("wrong token\n", 403)
+                return self._refuse("bad_token", PlainTextResponse("wrong token\n", 403))
             response = RedirectResponse("/", status_code=303)
             response.set_cookie(
                 COOKIE, token, max_age=COOKIE_MAX_AGE_S, path="/", httponly=True, samesite="strict"
@@ -312,13 +358,19 @@ class _Handlers:
         if self.broadcaster is None:
             return PlainTextResponse("the page is disabled ([web] enabled = false)\n", 404)
         broadcaster = self.broadcaster
+        if request.method == "HEAD":  # its head only (Guard): no page is subscribed
+            return Response(b"", media_type="text/event-stream", headers={"cache-control": "no-store"})
         sub = broadcaster.subscribe()
         if sub is None:
-            return PlainTextResponse("too many pages open\n", 503, headers={"retry-after": "5"})
+            return self._refuse(
+                "pages_full", PlainTextResponse("too many pages open\n", 503, headers={"retry-after": "5"})
+            )
         hello = {
             "version": __version__,
             "csrf": self.policy.csrf,
-            "can_write": acc.write or not self.policy.lan or acc.authenticated,
+            # whoever may change things with the CSRF token (which the page gets here), as
+            # AccessPolicy.check decides: a loopback peer of a LAN server too
+            "can_write": acc.write or acc.trusted,
             "channels": broadcaster.view.wanted,
         }
 
@@ -349,14 +401,16 @@ class _Handlers:
     async def _change(self, request: Request) -> bytes | Response:
         """The body of a change the caller may make, or the answer refusing it."""
         if not self.policy.origin_allowed(request.headers.get("origin"), request.headers.get("host")):
-            return JSONResponse({"error": "cross-origin request refused"}, 403)
+            return self._refuse("bad_origin", JSONResponse({"error": "cross-origin request refused"}, 403))
         acc = self.access(request)
         if not acc.write:
-            return JSONResponse(
-                {"error": acc.reason},
-                401 if not acc.read or (self.policy.lan and not acc.authenticated) else 403,
-            )
-        return await _bounded_body(request)
+            if not acc.trusted:
+                return self._refuse("unauthorized", JSONResponse({"error": acc.reason}, 401))
+            return self._refuse("bad_csrf", JSONResponse({"error": acc.reason}, 403))
+        body = await _bounded_body(request)
+        if isinstance(body, Response):
+            self._refuse("body_too_slow" if body.status_code == 408 else "body_too_large", body)
+        return body
 
     async def mark(self, request: Request) -> Response:
         body = await self._change(request)
@@ -374,10 +428,13 @@ class _Handlers:
                 or not isinstance(data.get("note", ""), str)
                 or not isinstance(data.get("start_finish", False), bool)
             ):
-                return JSONResponse(
-                    {"error": 'body must be JSON: {"note": "...", "start_finish": false}'}, 400
+                return self._refuse(
+                    "bad_body",
+                    JSONResponse({"error": 'body must be JSON: {"note": "...", "start_finish": false}'}, 400),
                 )
-            note = data.get("note", "")
+            # as the file will hold it (control characters, lone surrogates, length), so that the
+            # answer and the journal say what was recorded
+            note = clean_note(data.get("note", ""))
             start_finish = data.get("start_finish", False)
         wall_us = time.time_ns() // 1000
         lines: list[str] = []
@@ -388,7 +445,17 @@ class _Handlers:
                     {"error": 'no GNSS source times laps here (give it circuit = "auto")'}, 409
                 )
             log.info("start/finish line asked of %s", ", ".join(lines))
-        marked = dict(self.actions.mark(note))
+        try:
+            marked = dict(self.actions.mark(note))
+        except TooManyMarkersError:
+            return self._refuse(
+                "marks_waiting",
+                JSONResponse(
+                    {"error": f"too many marks waiting ({MAX_MARKERS_WAITING}) for their frame: try again"},
+                    429,
+                    headers={"retry-after": "1"},
+                ),
+            )
         if not marked:
             return JSONResponse({"error": "nothing is being recorded: no session to mark"}, 409)
         self.marks += 1
@@ -429,7 +496,8 @@ def build_app(
     max_head_bytes: int = 8192,
 ) -> Guard:
     """The whole app, wrapped in its :class:`Guard`. ``broadcaster`` None: no page, status only."""
-    h = _Handlers(policy, actions, broadcaster)
+    refused: dict[str, int] = {}
+    h = _Handlers(policy, actions, broadcaster, refused)
     routes = [
         Route("/status", h.status, methods=["GET"]),
         Route("/metrics", h.metrics, methods=["GET"]),
@@ -445,7 +513,7 @@ def build_app(
             Route("/api/events", h.events, methods=["GET"]),
         ]
     app = Starlette(routes=routes, exception_handlers={404: _not_found})
-    guard = Guard(app, policy, max_requests=max_requests, max_head_bytes=max_head_bytes)
+    guard = Guard(app, policy, max_requests=max_requests, max_head_bytes=max_head_bytes, refused=refused)
     guard.handlers = h
     return guard
 
