@@ -96,20 +96,23 @@ def leaderboard_command(args: argparse.Namespace) -> int:
                 for r in board.rows
             ],
         }
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        # records are read with NaN and overflowing numbers as null (wrtfd.fleet.untrusted)
+        sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
         return 0
     out = sys.stdout
     if not board.rows:
-        out.write(f"no laps at {track}" + (f" in {args.car}" if args.car else "") + "\n")
+        out.write(
+            f"no laps at {_printable(track)}" + (f" in {_printable(args.car)}" if args.car else "") + "\n"
+        )
         return 0
-    out.write(f"{track}" + (f", {args.car}" if args.car else "") + "\n")
+    out.write(_printable(track) + (f", {_printable(args.car)}" if args.car else "") + "\n")
     out.write("  pos  driver                  best       gap  laps  theoretical  car\n")
     for i, r in enumerate(board.rows, 1):
         gap = "" if i == 1 else f"+{r.gap_s:.3f}"
         theo = format_lap_time(r.theoretical_s) if r.theoretical_s is not None else "-"
         out.write(
-            f"  {i:>3}  {r.driver[:22]:<22}  {format_lap_time(r.best_s):>8}  {gap:>8}  {r.laps:>4}"
-            f"  {theo:>11}  {', '.join(r.cars)}\n"
+            f"  {i:>3}  {_printable(r.driver[:22]):<22}  {format_lap_time(r.best_s):>8}  {gap:>8}"
+            f"  {r.laps:>4}  {theo:>11}  {_printable(', '.join(r.cars))}\n"
         )
     if board.theoretical_s is not None:
         out.write(f"  team's theoretical best (best sectors): {format_lap_time(board.theoretical_s)}\n")
@@ -118,6 +121,12 @@ def leaderboard_command(args: argparse.Namespace) -> int:
     if board.pit:
         out.write(f"  {board.pit} in- or out-lap(s) left out\n")
     return 0
+
+
+def _printable(text: str) -> str:
+    """Other rigs' names as text a terminal shows (a control character, an escape sequence's
+    start, shows as ``?``)."""
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def _config_laps_bucket(args: argparse.Namespace) -> str | None:

@@ -15,7 +15,6 @@ and counted.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import hashlib
 import json
@@ -29,6 +28,7 @@ from typing import Any
 from wrtfd.fleet.client import FleetError, connect, describe_error
 from wrtfd.fleet.config import ConnectOptions
 from wrtfd.fleet.queue import write_atomic
+from wrtfd.fleet.untrusted import loads
 
 __all__ = [
     "INDEX_NAME",
@@ -94,16 +94,6 @@ class _FileSink:
         return len(b)
 
 
-def _digest_bytes(info: Any) -> bytes | None:
-    text = str(info.digest or "")
-    if not text.upper().startswith("SHA-256="):
-        return None
-    try:
-        return base64.urlsafe_b64decode(text[len("SHA-256=") :])
-    except ValueError:
-        return None
-
-
 def _header_sha(info: Any) -> str | None:
     value = (info.headers or {}).get("Wrtfd-Sha256")
     if isinstance(value, list) and value:
@@ -119,11 +109,48 @@ def _sha_file(path: Path) -> bytes:
     return h.digest()
 
 
+#: The types an object info's fields may have (``size`` and ``chunks``: a count or None).
+_INFO_TYPES: dict[str, tuple[type, ...]] = {
+    "name": (str,),
+    "nuid": (str,),
+    "digest": (str, type(None)),
+    "deleted": (bool, type(None)),
+    "headers": (dict, type(None)),
+    "options": (dict, type(None)),
+}
+
+
+def object_info(data: bytes | None) -> Any:
+    """An object's info from its meta message, None when it is not a well-formed one: the bucket's
+    stream is untrusted (any client can write it), and nats-py trusts every field's type."""
+    from nats.js.api import ObjectInfo
+
+    try:
+        doc = loads(data or b"{}")
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    if any(not isinstance(doc.get(key), types) for key, types in _INFO_TYPES.items()):
+        return None
+    for key in ("size", "chunks"):
+        count = doc.get(key)
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+            return None
+    link = (doc.get("options") or {}).get("link")
+    if link is not None and not isinstance(link, dict):
+        return None
+    try:
+        return ObjectInfo.from_response(doc)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
 def _load_index(path: Path) -> dict[str, dict[str, Any]]:
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_INDEX_BYTES + 1)
-        doc = json.loads(data) if len(data) <= MAX_INDEX_BYTES else {}
+        doc = loads(data) if len(data) <= MAX_INDEX_BYTES else {}
     except (OSError, ValueError):
         return {}
     objects = doc.get("objects") if isinstance(doc, dict) else None
@@ -172,7 +199,9 @@ class Collector:
         if self._known(info, target):
             self.report.present += 1
             return "present"
-        want = _digest_bytes(info)
+        from wrtfd.fleet.upload import object_digest
+
+        want = object_digest(info)
         if want is None:
             return self._failed(f"{info.name}: no SHA-256 digest")
         same_size = target.is_file() and target.stat().st_size == info.size
@@ -350,9 +379,6 @@ class _InfoReader:
 
         During the listing exactly what is pending is asked for (an open-ended batch waits out
         its whole expiry on some servers); then one at a time, as they come."""
-        import json
-
-        from nats.js.api import ObjectInfo
 
         while not self._queue:
             if self._listed_marker:
@@ -363,9 +389,9 @@ class _InfoReader:
                 with contextlib.suppress(Exception):
                     await msg.ack()
                 try:
-                    self._queue.append(ObjectInfo.from_response(json.loads(msg.data)))
-                except (ValueError, TypeError, KeyError):
-                    continue  # not an object info: skipped (counted as nothing)
+                    info = object_info(msg.data)
+                    if info is not None:  # else not an object info: skipped
+                        self._queue.append(info)
                 finally:
                     if self.listing:
                         self.listing -= 1
@@ -376,9 +402,7 @@ class _InfoReader:
     async def missed(self, seen: set[str]) -> list[Any]:
         """The latest info of every object on the server whose name is not in ``seen``."""
         import base64
-        import json
 
-        from nats.js.api import ObjectInfo
         from nats.js.errors import NotFoundError
 
         info = await self.js.stream_info(self.stream, subjects_filter=self.subject)
@@ -393,9 +417,11 @@ class _InfoReader:
                 continue
             try:
                 msg = await self.js.get_last_msg(self.stream, subject)
-                out.append(ObjectInfo.from_response(json.loads(msg.data or b"{}")))
-            except (NotFoundError, ValueError, TypeError, KeyError):
+            except NotFoundError:
                 continue
+            info = object_info(msg.data)
+            if info is not None:
+                out.append(info)
         return out
 
     async def close(self) -> None:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
-import math
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -32,8 +32,9 @@ import numpy as np
 
 from wrtfd.errors import WrtfdError
 from wrtfd.fleet.laps import MAX_RECORD_BYTES, read_records
-from wrtfd.fleet.leaderboard import leaderboard
+from wrtfd.fleet.leaderboard import lap_time, leaderboard
 from wrtfd.fleet.queue import write_atomic
+from wrtfd.fleet.untrusted import loads, number
 
 __all__ = [
     "DEFAULT_BEST_LAPS_BUCKET",
@@ -55,6 +56,8 @@ DEFAULT_BEST_LAPS_BUCKET = "wrtfd-best-laps"
 MAX_LAP_FILE_BYTES = 64 * 1024 * 1024
 #: Lap records a follower keeps in memory (about 1 KiB each); past it, only the picks change.
 MAX_RECORDS = 100_000
+#: Objects refused remembered (a bound: the memo is cleared when full).
+MAX_REFUSED = 256
 #: Metadata key of a lap file holding its lap record (JSON).
 RECORD_KEY = "wrtfd.lap.record"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.()-]+|\.\.+")
@@ -184,13 +187,6 @@ def _write_cache(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _good_time(record: Mapping[str, Any]) -> float | None:
-    t = record.get("time_s")
-    if isinstance(t, bool) or not isinstance(t, int | float) or not (math.isfinite(t) and 0 < t < 86400):
-        return None
-    return float(t)
-
-
 async def _store(js: Any, bucket: str, replicas: int, *, create: bool) -> Any:
     from nats.js.api import ObjectStoreConfig, StorageType
     from nats.js.errors import BucketNotFoundError
@@ -240,12 +236,16 @@ class BestLapUploader:
 
     def _load(self) -> dict[str, dict[str, Any]]:
         try:
-            doc = json.loads(self.state_path.read_bytes()[: 1 << 20])
+            doc = loads(self.state_path.read_bytes()[: 1 << 20])
         except (OSError, ValueError):
             return {}
         if not isinstance(doc, dict):
             return {}
-        return {k: v for k, v in doc.items() if isinstance(v, dict) and _good_time(v.get("record", {}))}
+        return {
+            k: v
+            for k, v in doc.items()
+            if isinstance(v, dict) and isinstance(v.get("record"), dict) and lap_time(v["record"]) is not None
+        }
 
     def _save(self) -> None:
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
@@ -253,7 +253,7 @@ class BestLapUploader:
 
     def consider(self, record: Mapping[str, Any]) -> bool:
         """A lap record this rig sent; True when it is a new best to put."""
-        t = _good_time(record)
+        t = lap_time(record)
         if t is None or record.get("valid") is False or record.get("pit") is not None:
             return False
         if not record.get("track") or not record.get("id"):
@@ -262,7 +262,7 @@ class BestLapUploader:
             return False
         key = _best_key(record)
         known = self.best.get(key) or {}
-        beaten = known.get("state") != "failed" and _good_time(known.get("record", {})) is not None
+        beaten = known.get("state") != "failed" and lap_time(known.get("record", {})) is not None
         if beaten and t >= known["record"]["time_s"]:
             return False
         # the object this one replaces: the last put (a pending or failed lap has none of its own)
@@ -397,6 +397,8 @@ class ReferenceFollower:
         self.poll_s = poll_s
         self.index_path = cache_dir / "current.json"
         self.fetched = 0
+        #: Objects whose info or bytes were refused: (name, nuid, digest) -> why.
+        self._refused: dict[tuple[str, str, str], str] = {}
         self.last_error: str | None = None
         #: The laps bucket's records (key -> record), as the watch delivered them.
         self.records: dict[str, dict[str, Any]] = {}
@@ -405,7 +407,7 @@ class ReferenceFollower:
 
     def _index(self) -> dict[str, Any]:
         try:
-            doc = json.loads(self.index_path.read_bytes()[: 1 << 20])
+            doc = loads(self.index_path.read_bytes()[: 1 << 20])
         except (OSError, ValueError):
             return {}
         return doc if isinstance(doc, dict) else {}
@@ -477,17 +479,45 @@ class ReferenceFollower:
             raise LapCutError(f"no bucket {self.bucket!r} on the server yet")
         from nats.js.errors import ObjectNotFoundError
 
+        from wrtfd.fleet.upload import chunk_subject, object_digest, read_chunks, stream_name
+
         name = ref_object_name(record)
         try:
             info = await store.get_info(name)
         except ObjectNotFoundError:
             raise LapCutError(f"{name}: not in bucket {self.bucket!r} (yet)") from None
-        if int(info.size or 0) > MAX_LAP_FILE_BYTES:
-            raise LapCutError(f"{name}: {info.size} bytes, more than {MAX_LAP_FILE_BYTES}")
-        result = await store.get(name)
-        data = bytes(result.data or b"")
+        # The object's info is untrusted too: the chunks are read against its size and digest,
+        # never more than MAX_LAP_FILE_BYTES (nats-py's get() would read whatever is there).
+        # An object refused once is not read again while its info is the same (a forged one
+        # would otherwise be read at every poll).
+        seen = (name, str(info.nuid), str(info.digest))
+        refused = self._refused.get(seen)
+        if refused is not None:
+            raise LapCutError(refused)
+        size = number(info.size, 0, MAX_LAP_FILE_BYTES)
+        chunks = number(info.chunks, 0, max(1, size or 0))
+        digest = object_digest(info)
+        data = bytearray()
+        try:
+            if size is None or chunks is None or digest is None or not isinstance(info.nuid, str):
+                raise LapCutError(f"{name}: not a lap file of at most {MAX_LAP_FILE_BYTES} bytes")
+
+            def take(chunk: bytes) -> None:
+                data.extend(chunk)
+                if len(data) > size:
+                    raise LapCutError(f"{name}: more than its {int(size)} bytes")
+
+            subject = chunk_subject(self.bucket, info.nuid)
+            await read_chunks(js, stream_name(self.bucket), subject, int(chunks), take)
+            if len(data) != size or hashlib.sha256(data).digest() != digest:
+                raise LapCutError(f"{name}: the bytes are not the object's (size or SHA-256)")
+        except LapCutError as exc:
+            if len(self._refused) >= MAX_REFUSED:
+                self._refused.clear()
+            self._refused[seen] = str(exc)
+            raise
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(_write_cache, path, data)
+        await asyncio.to_thread(_write_cache, path, bytes(data))
 
     async def refresh(self, js: Any) -> int:
         """Read every lap record once, pick and settle (tests, and a follower without a watch)."""
@@ -511,7 +541,7 @@ class ReferenceFollower:
             self.records.pop(key, None)
             return
         try:
-            record = json.loads(value)
+            record = loads(value)
         except ValueError:
             return
         if not isinstance(record, dict):

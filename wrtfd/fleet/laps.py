@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal, overload
 
 from wrtfd.fleet.queue import write_atomic
+from wrtfd.fleet.untrusted import loads
 
 __all__ = [
     "DEFAULT_LAPS_BUCKET",
@@ -94,7 +95,7 @@ class LapForwarder:
 
     def _load_offset(self) -> int:
         try:
-            doc = json.loads(self.offset_path.read_bytes()[:4096])
+            doc = loads(self.offset_path.read_bytes()[:4096])
             value = doc.get("offset") if isinstance(doc, dict) else None
             return value if isinstance(value, int) and value >= 0 else 0
         except (OSError, ValueError):
@@ -185,7 +186,7 @@ class LapForwarder:
         if not line.strip() or len(line) > MAX_RECORD_BYTES:
             return None
         try:
-            doc = json.loads(line)
+            doc = loads(line)
         except ValueError:
             return None
         rid = doc.get("id") if isinstance(doc, dict) else None
@@ -294,7 +295,7 @@ async def read_records(
                 if len(msg.data or b"") > MAX_RECORD_BYTES:
                     continue
                 try:
-                    doc = json.loads(msg.data)
+                    doc = loads(msg.data)
                 except ValueError:
                     continue
                 if isinstance(doc, dict):

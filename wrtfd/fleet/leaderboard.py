@@ -1,7 +1,9 @@
 """The team's leaderboard from lap records (``wrtfd laps --fleet``): pure, records in, rows out.
 
 Records are untrusted (any client can write the bucket): every field is checked and a record
-that is not a lap (no positive finite time, sectors that are not numbers) is skipped and counted.
+that is not a lap (no positive finite time under a day, sectors that are not numbers) is skipped
+and counted. Sectors that cannot be the lap's (one not positive, or a sum more than 1% plus 0.1 s
+from the lap time) are left out of the theoretical best: the lap counts without them.
 A lap the source marked invalid (``valid: false``) counts only with ``include_invalid``; unknown
 validity (``null``) always counts. A lap through the pit lane (``pit``: ``"in"``, ``"out"``,
 ``"in-out"``, GNSS laps on a circuit with pit lines) never counts.
@@ -9,10 +11,11 @@ validity (``null``) always counts. A lap through the pit lane (``pit``: ``"in"``
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from wrtfd.fleet.untrusted import number
 
 __all__ = ["Board", "DriverRow", "leaderboard"]
 
@@ -46,16 +49,26 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def lap_time(record: Mapping[str, Any]) -> float | None:
+    """The record's lap time when it can be one (a number, more than 0, less than a day)."""
+    t = number(record.get("time_s"), 0.0, 86400.0)
+    return t if t is not None and 0.0 < t < 86400.0 else None
+
+
 def _lap(record: Mapping[str, Any]) -> tuple[float, tuple[float, ...]] | None:
-    t = record.get("time_s")
-    if isinstance(t, bool) or not isinstance(t, int | float) or not (math.isfinite(t) and 0 < t < 86400):
-        return None
+    t = lap_time(record)
     raw = record.get("sectors_s")
-    if not isinstance(raw, list) or not all(
-        isinstance(s, int | float) and not isinstance(s, bool) and math.isfinite(s) and s >= 0 for s in raw
-    ):
+    if t is None or not isinstance(raw, list):
         return None
-    return float(t), tuple(float(s) for s in raw)
+    sectors: list[float] = []
+    for value in raw:
+        sector = number(value, 0.0, 86400.0)
+        if sector is None:
+            return None
+        sectors.append(sector)
+    if 0.0 in sectors or (sectors and abs(sum(sectors) - t) > 0.01 * t + 0.1):
+        return t, ()  # not this lap's sectors: the lap counts without them
+    return t, tuple(sectors)
 
 
 def _same(a: str | None, b: str | None) -> bool:

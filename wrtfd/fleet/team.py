@@ -13,7 +13,6 @@ the top ``team_rows`` drivers and where this rig's driver stands. The page reads
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ from typing import Any
 
 from wrtfd.fleet.laps import MAX_RECORD_BYTES, kv_stream
 from wrtfd.fleet.leaderboard import leaderboard
+from wrtfd.fleet.untrusted import loads
 
 __all__ = ["MAX_FETCH", "MAX_NAME", "MAX_TEAM_RECORDS", "TeamBoard", "compact"]
 
@@ -73,7 +73,7 @@ class TeamBoard:
         if len(data) > MAX_RECORD_BYTES:
             return
         try:
-            doc = json.loads(data)
+            doc = loads(data)
         except ValueError:
             return
         if not isinstance(doc, dict):
@@ -132,9 +132,10 @@ class TeamBoard:
                 for msg in await psub.fetch(batch=min(256, pending), timeout=10.0):
                     pending -= 1
                     got += 1
+                    # past this message first: one that cannot be read is not read again
+                    self.last_seq = max(self.last_seq, int(msg.metadata.sequence.stream))
                     op = (msg.headers or {}).get("KV-Operation")
                     self.add(msg.subject, msg.data or b"", op in ("DEL", "PURGE"))
-                    self.last_seq = max(self.last_seq, int(msg.metadata.sequence.stream))
         finally:
             with contextlib.suppress(Exception):
                 await psub.unsubscribe()

@@ -90,6 +90,18 @@ def chunk_subject(bucket: str, nuid: str) -> str:
     return f"$O.{bucket}.C.{nuid}"
 
 
+def object_digest(info: Any) -> bytes | None:
+    """The SHA-256 an object's info gives (None: none, or not one)."""
+    text = info.digest if isinstance(info.digest, str) else ""
+    if not text.upper().startswith("SHA-256="):
+        return None
+    try:
+        digest = base64.urlsafe_b64decode(text[len("SHA-256=") :])
+    except ValueError:
+        return None
+    return digest if len(digest) == 32 else None
+
+
 def meta_subject(bucket: str, name: str) -> str:
     return f"$O.{bucket}.M.{base64.urlsafe_b64encode(name.encode()).decode()}"
 
