@@ -150,6 +150,7 @@ async def test_collect_skips_a_forged_object_info(
         await nc.close()
     report = await collect(_options(nats_server), "wrtfd", tmp_path / "pit")  # raised ExceptionGroup
     assert report.downloaded == ["rig-1/good.wrtf"], kind
+    assert report.malformed_infos == 2  # each counted once, though the reconciliation sees it again
     assert (tmp_path / "pit" / "rig-1" / "good.wrtf").read_bytes() == b"hello world" * 100
 
 

@@ -278,6 +278,10 @@ def _collect(args: argparse.Namespace) -> int:
         return 130
     for name in report.skipped_names:
         err.write(f"wrtfd: warning: skipped object with an unsafe name: {name!r}\n")
+    if report.malformed_infos:
+        err.write(
+            f"wrtfd: warning: skipped {report.malformed_infos} object(s) whose info is not well-formed\n"
+        )
     err.write(
         f"{len(report.downloaded)} new file(s) ({format_bytes(report.downloaded_bytes)}),"
         f" {report.present} already in {args.into}"

@@ -7,9 +7,9 @@ index (``.wrtfd-collect.json`` in the directory) remembers what each local file 
 from (object nuid, digest, size, mtime), so a second run downloads nothing and hashes nothing;
 a local file the index does not know is hashed once and kept if it already matches.
 
-Object names come from the server and are untrusted: only relative names of safe components
-(``[-_=.a-zA-Z0-9]``, no ``.``/``..``, bounded length and depth) are written; others are skipped
-and counted.
+Object names and infos come from the server and are untrusted: only relative names of safe
+components (``[-_=.a-zA-Z0-9]``, no ``.``/``..``, bounded length and depth) are written, and only
+infos whose fields have their types are read; others are skipped and counted.
 """
 
 from __future__ import annotations
@@ -76,6 +76,8 @@ class CollectReport:
     downloaded_bytes: int = 0
     present: int = 0
     skipped_names: list[str] = field(default_factory=list)
+    #: Objects whose info is not a well-formed one (forged, damaged): skipped.
+    malformed_infos: int = 0
     failed: list[str] = field(default_factory=list)
 
 
@@ -327,6 +329,7 @@ async def collect(
             await _mirror(watcher, collector, follow, on_file)
         finally:
             collector.save_index()
+            collector.report.malformed_infos = len(watcher.malformed)
             await watcher.close()
         return collector.report
     finally:
@@ -355,6 +358,14 @@ class _InfoReader:
         self.listing = 0
         self._queue: list[Any] = []
         self._listed_marker = False
+        #: Info subjects whose message is not a well-formed info (each object counted once).
+        self.malformed: set[str] = set()
+
+    def _info(self, msg: Any) -> Any:
+        info = object_info(msg.data)
+        if info is None:
+            self.malformed.add(msg.subject)
+        return info
 
     async def open(self) -> None:
         from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -389,8 +400,8 @@ class _InfoReader:
                 with contextlib.suppress(Exception):
                     await msg.ack()
                 try:
-                    info = object_info(msg.data)
-                    if info is not None:  # else not an object info: skipped
+                    info = self._info(msg)
+                    if info is not None:
                         self._queue.append(info)
                 finally:
                     if self.listing:
@@ -419,7 +430,7 @@ class _InfoReader:
                 msg = await self.js.get_last_msg(self.stream, subject)
             except NotFoundError:
                 continue
-            info = object_info(msg.data)
+            info = self._info(msg)
             if info is not None:
                 out.append(info)
         return out
