@@ -200,3 +200,33 @@ def test_decimation_off_keeps_everything() -> None:
     times = np.arange(10, dtype=np.int64) * 1000
     assert list(Decimator(None).select(times)) == list(range(10))
     assert list(Decimator(0).select(times)) == list(range(10))
+
+
+def test_layouts_no_reader_can_use_are_refused_with_a_reason(schema) -> None:  # type: ignore[no-untyped-def]
+    """What made every ``wrtfd watch`` fail (found against a real server): an id that is not a
+    u32, a negative or absurd shape, a Python-object channel (accepted, then every frame raised),
+    nesting deeper than the interpreter's recursion limit, numbers of 400 digits."""
+    doc = json.loads(encode_layout(layout_of(schema, 60), rig="r", group="g"))
+    tick_x = [["tick", 0, "<u8", [], ""], ["x", 8, "<f4", [], ""]]
+    hostile = [
+        b'{"layout_id": Infinity}',
+        json.dumps(dict(doc, layout_id=float("inf"))).encode().replace(b"inf", b"Infinity"),
+        json.dumps(dict(doc, layout_id=-1)).encode(),
+        json.dumps(dict(doc, layout_id=1 << 32)).encode(),
+        json.dumps(dict(doc, layout_id=10**400)).encode(),
+        json.dumps(dict(doc, frame_bytes=10**400)).encode(),
+        json.dumps(dict(doc, rate_hz=10**400)).encode(),
+        json.dumps(dict(doc, frame_bytes=16, fields=[tick_x[0], ["x", 8, "<f4", [-1], ""]])).encode(),
+        json.dumps(dict(doc, frame_bytes=16, fields=[tick_x[0], ["x", 8, "<f4", [10**400], ""]])).encode(),
+        json.dumps(dict(doc, frame_bytes=16, fields=[tick_x[0], ["x", 10**400, "<f4", [], ""]])).encode(),
+        json.dumps(dict(doc, frame_bytes=16, fields=[tick_x[0], ["x", 8, "O", [], ""]])).encode(),
+        json.dumps(dict(doc, frame_bytes=16, fields=[tick_x[0], ["x", 8, "u1,O", [], ""]])).encode(),
+        b'{"fields": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+    ]
+    for payload in hostile:
+        with pytest.raises(FleetDecodeError) as info:
+            decode_layout(payload)
+        assert info.value.reason == "bad_layout", payload[:80]
+    # the same layout with a sane channel is taken
+    _rig, _group, layout = decode_layout(json.dumps(dict(doc, frame_bytes=16, fields=tick_x)).encode())
+    assert [f.name for f in layout.fields] == ["tick", "x"]

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from wrtfd.errors import DecodeError
+from wrtfd.fleet import untrusted
 from wrtfd.format.records import take_records
 from wrtfd.format.schema import Schema
 
@@ -60,6 +61,8 @@ FRAMES_HEAD = struct.Struct("<4sIII")
 MAX_LAYOUT_BYTES = 1 << 20
 #: Frame size limit for readers (a WRTF frame of thousands of channels is tens of KiB).
 MAX_FRAME_BYTES = 1 << 20
+#: Dimensions of an array channel's shape a reader takes (WRTF arrays have one or two).
+MAX_SHAPE_DIMS = 8
 
 
 class FleetDecodeError(DecodeError):
@@ -169,39 +172,69 @@ def encode_layout(layout: Layout, *, rig: str, group: str) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
+def _uint(value: object, high: int) -> int:
+    """A JSON integer from 0 to ``high``; ValueError otherwise (a float, a bool, 400 digits)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+        raise ValueError(f"{str(value)[:40]!r} is not an integer from 0 to {high}")
+    return value
+
+
+def _field(row: object) -> LayoutField:
+    if not isinstance(row, list) or len(row) != 5:
+        raise ValueError("a channel is [name, offset, dtype, shape, unit]")
+    name, offset, dtype, shape, unit = row
+    if not isinstance(shape, list) or len(shape) > MAX_SHAPE_DIMS:
+        raise ValueError(f"channel {str(name)[:40]!r}: shape is not a short list")
+    return LayoutField(
+        str(name),
+        _uint(offset, MAX_FRAME_BYTES),
+        str(dtype),
+        tuple(_uint(s, MAX_FRAME_BYTES) for s in shape),
+        str(unit),
+    )
+
+
 def decode_layout(payload: bytes) -> tuple[str, str, Layout]:
-    """(rig, group, layout) from a layout message; raises FleetDecodeError."""
+    """(rig, group, layout) from a layout message; raises FleetDecodeError (reason ``too_large``
+    or ``bad_layout``), nothing else, whatever the payload."""
     if len(payload) > MAX_LAYOUT_BYTES:
         raise FleetDecodeError(f"layout message of {len(payload)} bytes", reason="too_large")
     try:
-        doc = json.loads(payload)
-        fields = tuple(
-            LayoutField(str(n), int(o), str(d), tuple(int(s) for s in shape), str(u))
-            for n, o, d, shape, u in doc["fields"]
-        )
+        doc = untrusted.loads(payload)
+        if not isinstance(doc, dict) or not isinstance(doc.get("fields"), list):
+            raise ValueError("not an object with a list of fields")
+        rate_hz = untrusted.number(doc.get("rate_hz"), 0.0)
+        if rate_hz is None:
+            raise ValueError("rate_hz is not a finite number")
         layout = Layout(
-            int(doc["layout_id"]),
-            float(doc["rate_hz"]),
-            int(doc["frame_bytes"]),
-            fields,
+            _uint(doc.get("layout_id"), 0xFFFF_FFFF),
+            rate_hz,
+            _uint(doc.get("frame_bytes"), MAX_FRAME_BYTES),
+            tuple(_field(row) for row in doc["fields"]),
             str(doc.get("definition", "")),
         )
-        rig, group = str(doc["rig"]), str(doc["group"])
+        rig, group = str(doc.get("rig")), str(doc.get("group"))
     except (ValueError, TypeError, KeyError) as exc:
         raise FleetDecodeError(f"not a layout message: {exc}", reason="bad_layout") from None
-    if not 8 <= layout.frame_bytes <= MAX_FRAME_BYTES:
+    if layout.frame_bytes < 8:
         raise FleetDecodeError(f"frame size {layout.frame_bytes} out of range", reason="bad_layout")
     layout_dtype(layout)  # every field must fit in the frame
     return rig, group, layout
 
 
 def layout_dtype(layout: Layout) -> np.dtype[Any]:
-    """A flat numpy record type of the frame: one field per channel, named by its dotted name."""
+    """A flat numpy record type of the frame: one field per channel, named by its dotted name.
+
+    Raises FleetDecodeError (``bad_layout``) for a type numpy does not know, a shape it refuses,
+    a channel outside the frame, and any type holding Python objects (``O``): such a type reads
+    no frame from bytes, and would make every frame message raise."""
     try:
         formats = [np.dtype((f.dtype, f.shape)) if f.shape else np.dtype(f.dtype) for f in layout.fields]
-    except TypeError as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise FleetDecodeError(f"unknown channel type: {exc}", reason="bad_layout") from None
     for f, fmt in zip(layout.fields, formats, strict=True):
+        if fmt.hasobject:
+            raise FleetDecodeError(f"channel {f.name} holds Python objects ({f.dtype})", reason="bad_layout")
         if f.offset < 0 or f.offset + fmt.itemsize > layout.frame_bytes:
             raise FleetDecodeError(f"channel {f.name} lies outside the frame", reason="bad_layout")
     try:
@@ -213,7 +246,7 @@ def layout_dtype(layout: Layout) -> np.dtype[Any]:
                 "itemsize": layout.frame_bytes,
             }
         )
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:
         raise FleetDecodeError(f"bad layout: {exc}", reason="bad_layout") from None
 
 
