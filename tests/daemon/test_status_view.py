@@ -165,3 +165,15 @@ def test_a_fleet_reference_is_one_line() -> None:
     text = text_of({**SNAPSHOT, "fleet": {**fleet, "references": [fetched, "junk"]}})
     assert "reference  forza fleet:best: Ada on rig-a lap 3, 31.204 s (fetched)" in text
     assert text.count("reference  ") == 1
+
+
+def test_a_drivers_name_from_another_rig_is_shown_as_written() -> None:
+    """The team's best lap names its driver as another rig wrote it: ``[/]`` was rich markup
+    (MarkupError) and ``[bold]`` vanished."""
+    fleet = {"url": "nats://pit:4222", "rig": "rig-b", "state": "connected", "live": {}, "uploads": {}}
+    ref = {"source": "forza", "reference": "fleet:best", "state": "fetched", "lap_time_s": 31.2, "lap": 3}
+    for driver in ("[/]", "[bold]Ada"):
+        text = text_of(
+            {**SNAPSHOT, "fleet": {**fleet, "references": [{**ref, "rig": "rig-a", "driver": driver}]}}
+        )
+        assert f"reference  forza fleet:best: {driver} on rig-a lap 3" in text

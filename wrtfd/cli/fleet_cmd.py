@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 import time
 from collections.abc import Mapping
@@ -125,26 +126,31 @@ def _console() -> Any:
 
 
 async def _load_state(js: Any, view: Any) -> None:
-    """The last status and layout of every rig and group, from the WRTFD_STATE stream."""
+    """The last status and layout of every rig and group, from the WRTFD_STATE stream (oldest
+    first, so that the view keeps the rigs heard from most recently)."""
     from nats.js.errors import NotFoundError
 
-    from wrtfd.fleet.client import STATE_STREAM
+    from wrtfd.fleet.client import STATE_STREAM, read_last_per_subject
+
+    def feed(subject: str, data: bytes, stamp: float | None) -> None:
+        now = time.monotonic()
+        _feed(view, subject, data, now)
+        if subject.endswith(".status") and stamp is not None:
+            view.age_status(subject.split(".")[1], time.time() - stamp, now)
 
     try:
-        info = await js.stream_info(STATE_STREAM, subjects_filter="wrtfd.>")
+        await read_last_per_subject(js, STATE_STREAM, "wrtfd.>", feed)
     except NotFoundError:
         return
-    subjects = sorted(info.state.subjects or {}, key=lambda s: not s.endswith(".layout"))
-    for subject in subjects:
-        try:
-            msg = await js.get_last_msg(STATE_STREAM, subject)
-        except NotFoundError:
-            continue
-        now = time.monotonic()
-        view.feed(subject, bytes(msg.data or b""), now)
-        if subject.endswith(".status") and msg.time is not None:
-            age = time.time() - msg.time.timestamp()
-            view.age_status(subject.split(".")[1], age, now)
+
+
+def _feed(view: Any, subject: str, data: bytes, now: float) -> None:
+    """``view.feed`` that never raises: a message it could not take is counted and dropped (an
+    exception escaping a subscription's callback goes to nats-py's error callback instead)."""
+    try:
+        view.feed(subject, data, now)
+    except Exception:
+        view.count("view_error")
 
 
 async def _watch_loop(options: Any, args: argparse.Namespace) -> int:
@@ -171,18 +177,22 @@ async def _watch_loop(options: Any, args: argparse.Namespace) -> int:
                 msg = await js.get_last_msg(STATE_STREAM, subject)
             except (NotFoundError, Exception):
                 return
-            view.feed(subject, bytes(msg.data or b""), time.monotonic())
+            _feed(view, subject, bytes(msg.data or b""), time.monotonic())
 
         async def on_msg(msg: Any) -> None:
             now = time.monotonic()
-            if view.needs_layout(msg.subject, msg.data):
+            try:
+                wanted = view.needs_layout(msg.subject, msg.data)
+            except Exception:
+                wanted = False
+            if wanted:
                 layout_subject = msg.subject.rsplit(".", 1)[0] + ".layout"
                 if now - asked.get(layout_subject, -1e9) > LAYOUT_RETRY_S:
                     asked[layout_subject] = now
                     task = asyncio.create_task(fetch_layout(layout_subject))
                     fetches.add(task)
                     task.add_done_callback(fetches.discard)
-            view.feed(msg.subject, msg.data, now)
+            _feed(view, msg.subject, msg.data, now)
 
         await nc.subscribe("wrtfd.>", cb=on_msg)
         deadline = None if args.seconds is None else time.monotonic() + args.seconds
@@ -192,7 +202,9 @@ async def _watch_loop(options: Any, args: argparse.Namespace) -> int:
         try:
             while True:
                 stamp = time.strftime("%H:%M:%S")
-                rendered = render_watch(view.rows(time.monotonic()), stamp=stamp)
+                rendered = render_watch(
+                    view.rows(time.monotonic()), stamp=stamp, dropped=sum(view.dropped.values())
+                )
                 if live is not None:
                     live.update(rendered, refresh=True)
                 else:
@@ -226,7 +238,8 @@ async def _close(nc: Any) -> None:
 def _watch(args: argparse.Namespace) -> int:
     from wrtfd.errors import ConfigError
 
-    if args.interval <= 0 or (args.seconds is not None and args.seconds < 0):
+    seconds_ok = args.seconds is None or (math.isfinite(args.seconds) and args.seconds >= 0)
+    if not (math.isfinite(args.interval) and args.interval > 0) or not seconds_ok:
         raise ConfigError("--interval takes a positive number of seconds, --seconds a non-negative one")
     options, _bucket = _options(args)
     try:
@@ -294,32 +307,37 @@ def _collect(args: argparse.Namespace) -> int:
 # --- fleet status ------------------------------------------------------------------------------
 
 
-async def _fleet_status_docs(
-    options: Any, bucket: str
-) -> tuple[dict[str, tuple[dict[str, Any], float | None]], Any]:
+_Kept = dict[str, tuple[bytes, float | None]]
+
+
+async def _fleet_status_docs(options: Any, bucket: str) -> tuple[_Kept, int, Any]:
+    """(rig -> (its last status as sent, its age), rigs left out, the bucket's size): at most
+    :data:`~wrtfd.fleet.watch.MAX_RIGS` rigs, those heard from most recently (as ``watch``)."""
     from nats.js.errors import BucketNotFoundError, NotFoundError
 
-    from wrtfd.fleet.client import STATE_STREAM, connect
+    from wrtfd.fleet.client import STATE_STREAM, connect, read_last_per_subject
+    from wrtfd.fleet.watch import MAX_RIGS, MAX_STATUS_BYTES
 
     nc = await connect(options, name="wrtfd fleet status")
-    rigs: dict[str, tuple[dict[str, Any], float | None]] = {}
+    rigs: _Kept = {}
+    left_out = 0
+
+    def keep(subject: str, data: bytes, stamp: float | None) -> None:
+        nonlocal left_out
+        if len(data) > MAX_STATUS_BYTES:
+            return
+        rigs.pop(subject.split(".")[1], None)
+        if len(rigs) >= MAX_RIGS:  # oldest first: the first kept is the least recent
+            del rigs[next(iter(rigs))]
+            left_out += 1
+        rigs[subject.split(".")[1]] = (data, None if stamp is None else max(0.0, time.time() - stamp))
+
     try:
         js = nc.jetstream(timeout=5.0)
         try:
-            info = await js.stream_info(STATE_STREAM, subjects_filter="wrtfd.*.status")
-            subjects = sorted(info.state.subjects or {})
+            await read_last_per_subject(js, STATE_STREAM, "wrtfd.*.status", keep)
         except NotFoundError:
-            subjects = []
-        for subject in subjects:
-            try:
-                msg = await js.get_last_msg(STATE_STREAM, subject)
-                doc = json.loads(msg.data or b"{}")
-            except (NotFoundError, ValueError):
-                continue
-            if not isinstance(doc, dict):
-                continue
-            age = None if msg.time is None else max(0.0, time.time() - msg.time.timestamp())
-            rigs[subject.split(".")[1]] = (doc, age)
+            pass
         bucket_info = None
         try:
             store = await js.object_store(bucket)
@@ -327,9 +345,50 @@ async def _fleet_status_docs(
             bucket_info = {"bucket": bucket, "bytes": st.size}
         except BucketNotFoundError:
             pass
-        return rigs, bucket_info
+        return rigs, left_out, bucket_info
     finally:
         await _close(nc)
+
+
+def _finite_float(text: str) -> float | None:
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+def _status_doc(data: bytes) -> dict[str, Any] | None:
+    """A rig's status as a JSON object with its non-finite numbers (``1e400``, ``NaN``) as null;
+    None if it is not a JSON object (too deep, a number of 5,000 digits, not JSON at all)."""
+    try:
+        doc = json.loads(data, parse_float=_finite_float, parse_constant=lambda _name: None)
+    except (ValueError, RecursionError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _write_json(rigs: Mapping[str, tuple[bytes, float | None]], left_out: int, bucket_info: Any) -> None:
+    """``{"rigs": {rig: {...status, "age_s"}}, "bucket": ...}`` (indented), one rig at a time:
+    valid JSON whatever the rigs sent (``allow_nan=False``); a status that cannot be written
+    (nested too deep to encode) is left out, as one that is not JSON."""
+    out = sys.stdout
+    out.write('{\n  "rigs": {')
+    first = True
+    for name in sorted(rigs):
+        data, age = rigs[name]
+        doc = _status_doc(data)
+        if doc is None:
+            continue
+        try:
+            text = json.dumps({**doc, "age_s": age}, indent=2, allow_nan=False)
+        except (ValueError, RecursionError):
+            continue
+        out.write(
+            ("\n" if first else ",\n") + "    " + json.dumps(name) + ": " + text.replace("\n", "\n    ")
+        )
+        first = False
+    out.write("\n  }," if not first else "},")
+    if left_out:
+        out.write(f'\n  "rigs_left_out": {left_out},')
+    out.write('\n  "bucket": ' + json.dumps(bucket_info, indent=2).replace("\n", "\n  ") + "\n}\n")
 
 
 def _fleet_status(args: argparse.Namespace) -> int:
@@ -337,18 +396,24 @@ def _fleet_status(args: argparse.Namespace) -> int:
 
     from wrtfd.daemon.fleet_view import render_fleet_status
     from wrtfd.daemon.status_view import format_bytes
+    from wrtfd.fleet import untrusted
+    from wrtfd.fleet.watch import StatusSummary, summarize_status
 
     options, bucket = _options(args)
-    rigs, bucket_info = _run(_fleet_status_docs(options, bucket), options.shown)
+    rigs, left_out, bucket_info = _run(_fleet_status_docs(options, bucket), options.shown)
     if args.json:
-        out: Mapping[str, Any] = {
-            "rigs": {name: {**doc, "age_s": age} for name, (doc, age) in sorted(rigs.items())},
-            "bucket": bucket_info,
-        }
-        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        _write_json(rigs, left_out, bucket_info)
         return 0
+    summaries: dict[str, tuple[StatusSummary, float | None]] = {}
+    for name, (data, age) in rigs.items():
+        try:
+            doc = untrusted.loads(data)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            summaries[name] = (summarize_status(doc), age)
     console = _console()
-    console.print(render_fleet_status(rigs, url=options.shown))
+    console.print(render_fleet_status(summaries, url=options.shown, left_out=left_out))
     if bucket_info is not None:
         console.print(Text(f"bucket {bucket}: {format_bytes(bucket_info['bytes'])} stored"))
     return 0

@@ -2,7 +2,9 @@
 
 Pure: rows or status documents in, rich renderables out (plain text in a pipe, colour only on
 a terminal, as ``wrtfd status`` does). Values come from other machines: each is read
-defensively and shows as ``-`` when missing or odd.
+defensively and shows as ``-`` when missing or odd (a number of 400 digits included), and every
+name or text from them goes into the table as a :class:`~rich.text.Text`, never as markup
+(``[/]`` in a rig's name is shown as written, not parsed).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from wrtfd.daemon.status_view import format_age, format_bytes, format_lap
-from wrtfd.fleet.watch import Row
+from wrtfd.fleet import untrusted
+from wrtfd.fleet.watch import Row, StatusSummary, is_offline, summarize_status
 
 __all__ = ["render_fleet_status", "render_watch"]
 
@@ -44,17 +47,15 @@ def _styled(value: object) -> Text:
 
 
 def _num(value: object, fmt: str = "{:,.0f}") -> str:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    number = untrusted.number(value, -1e15, 1e15)
+    if number is None:
         return "-"
-    return fmt.format(value)
+    return fmt.format(int(number) if fmt.endswith("d}") else number)
 
 
-def _map(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def render_watch(rows: Sequence[Row], *, stamp: str = "") -> RenderableType:
-    """The live table of every rig and group."""
+def render_watch(rows: Sequence[Row], *, stamp: str = "", dropped: int = 0) -> RenderableType:
+    """The live table of every rig and group; ``dropped``: messages refused so far (malformed,
+    or from a rig that made room for another), said in the head line when there are any."""
     table = _table(
         "RIG", "GROUP", "STATE", "SPEED", "GEAR", "LAP", "LAST LAP", "BEST LAP", "UPLOADS", "LINK", "SEEN"
     )
@@ -65,8 +66,8 @@ def render_watch(rows: Sequence[Row], *, stamp: str = "") -> RenderableType:
             if r.uploads_queued:
                 uploads += f" ({format_bytes(r.uploads_bytes)})"
         table.add_row(
-            r.rig,
-            r.group,
+            Text(r.rig),
+            Text(r.group),
             _styled(r.state),
             _num(r.speed_kmh, "{:.0f} km/h") if r.state != "offline" else "-",
             _num(r.gear, "{:d}") if r.state != "offline" else "-",
@@ -78,7 +79,10 @@ def render_watch(rows: Sequence[Row], *, stamp: str = "") -> RenderableType:
             format_age(r.seen_s),
         )
     head = Text(
-        f"wrtfd fleet: {len({r.rig for r in rows})} rig(s)" + (f"  {stamp}" if stamp else ""), style="bold"
+        f"wrtfd fleet: {len({r.rig for r in rows})} rig(s)"
+        + (f"  {stamp}" if stamp else "")
+        + (f"  ({dropped:,} message(s) dropped)" if dropped else ""),
+        style="bold",
     )
     if not rows:
         return Group(head, Text("no rig has published yet", style="dim"))
@@ -86,41 +90,33 @@ def render_watch(rows: Sequence[Row], *, stamp: str = "") -> RenderableType:
 
 
 def render_fleet_status(
-    rigs: Mapping[str, tuple[Mapping[str, Any], float | None]], *, url: str
+    rigs: Mapping[str, tuple[Mapping[str, Any] | StatusSummary, float | None]], *, url: str, left_out: int = 0
 ) -> RenderableType:
-    """``wrtfd fleet status``: one row per rig from its last status (and how old it is)."""
+    """``wrtfd fleet status``: one row per rig from its last status (a document, or its
+    :func:`~wrtfd.fleet.watch.summarize_status`) and how old it is; ``left_out``: rigs not shown
+    (beyond :data:`~wrtfd.fleet.watch.MAX_RIGS`, those heard from least recently)."""
     table = _table(
         "RIG", "STATE", "RECORDING", "UPLOADS", "BACKLOG", "DONE", "LIVE DROPS", "LINK", "SEEN", "ERROR"
     )
     for name in sorted(rigs):
         doc, age_s = rigs[name]
-        fleet = _map(doc.get("fleet"))
-        uploads = _map(fleet.get("uploads"))
-        interval = doc.get("status_interval_s")
-        interval_s = (
-            float(interval) if isinstance(interval, int | float) and not isinstance(interval, bool) else 2.0
-        )
-        state = doc.get("state")
-        if age_s is None or age_s > 3 * max(interval_s, 2.0) or state == "stopped":
-            state = "offline"
-        recording = [g for g, v in _map(doc.get("groups")).items() if _map(v).get("in_session")]
-        error = fleet.get("last_error") or uploads.get("last_error") or ""
-        problems = doc.get("problems")
-        if isinstance(problems, list) and problems:
-            error = "; ".join(str(p) for p in problems[:2]) + (f"; {error}" if error else "")
+        status = doc if isinstance(doc, StatusSummary) else summarize_status(doc)
+        recording = [g for g, v in status.groups.items() if v.in_session]
+        error = "; ".join([*status.problems[:2], *([status.last_error] if status.last_error else [])])
         table.add_row(
-            name,
-            _styled(state),
-            ", ".join(recording) or "-",
-            _num(uploads.get("queued")),
-            format_bytes(uploads.get("queued_bytes")),
-            _num(uploads.get("done")),
-            _num(_map(fleet.get("live")).get("dropped_total")),
-            _styled(fleet.get("state")),
+            Text(name),
+            _styled("offline" if is_offline(status, age_s) else status.state),
+            Text(", ".join(recording) + (", ..." if status.groups_cut else "") or "-"),
+            _num(status.uploads_queued),
+            format_bytes(status.uploads_bytes),
+            _num(status.uploads_done),
+            _num(status.live_dropped),
+            _styled(status.link),
             format_age(age_s),
-            str(error)[:80],
+            Text(error[:80]),
         )
-    head = Text(f"wrtfd fleet at {url}: {len(rigs)} rig(s)", style="bold")
+    more = f" ({left_out:,} more heard from longer ago not shown)" if left_out else ""
+    head = Text(f"wrtfd fleet at {url}: {len(rigs)} rig(s){more}", style="bold")
     if not rigs:
         return Group(head, Text("no rig has published a status yet", style="dim"))
     return Group(head, table)

@@ -49,7 +49,9 @@ _LABEL_WIDTH = 8
 
 
 def format_bytes(value: object) -> str:
-    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+    """``2.0 KiB``; ``-`` for anything but a finite number from 0 to 2**70 (a JSON integer of
+    400 digits included: ``float()`` of it raises OverflowError)."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1 << 70:
         return "-"
     size = float(value)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -76,7 +78,7 @@ def format_duration(seconds: object) -> str:
 def format_age(seconds: object) -> str:
     if seconds is None:
         return "never"
-    if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or not abs(seconds) < 1e12:
         return "-"
     return f"{seconds:.1f} s ago" if seconds < 60 else f"{format_duration(seconds)} ago"
 
@@ -90,8 +92,8 @@ def format_lap(ms: object) -> str:
 
 
 def _count(value: object) -> str:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return "-"
+    if isinstance(value, bool) or not isinstance(value, int | float) or not abs(value) < 1e18:
+        return "-"  # NaN, infinities and integers of 400 digits included
     return f"{value:,.0f}"
 
 
@@ -312,7 +314,7 @@ def render_status(snapshot: Mapping[str, Any], *, url: str, unicode: bool = True
     facts = Table(box=None, pad_edge=False, show_edge=False, show_header=False, expand=False)
     facts.add_column(no_wrap=True, min_width=_LABEL_WIDTH)  # a label is never cut
     facts.add_column(overflow="fold")  # a long value wraps under itself
-    facts.add_row("  config", str(snapshot.get("config", "-")))
+    facts.add_row("  config", Text(str(snapshot.get("config", "-"))))
     facts.add_row(
         "  daemon",
         f"pid {snapshot.get('pid', '-')}, up {format_duration(snapshot.get('uptime_s'))}, status {url}",
@@ -326,7 +328,8 @@ def render_status(snapshot: Mapping[str, Any], *, url: str, unicode: bool = True
         refs = fleet.get("references")
         for ref in refs if isinstance(refs, list) else ():
             if isinstance(ref, Mapping):
-                facts.add_row("  reference", reference_line(ref))
+                # names another rig chose (the driver): plain text, never markup
+                facts.add_row("  reference", Text(reference_line(ref)))
     parts: list[RenderableType] = [head, facts, Text(""), _groups(_map(snapshot.get("recorder")))]
     parts += [Text(""), _sources(_map(snapshot.get("sources")))]
     if problems:

@@ -29,10 +29,12 @@ __all__ = [
     "EVENTS_STREAM",
     "STATE_STREAM",
     "FleetError",
+    "LastError",
     "connect",
     "describe_error",
     "ensure_streams",
     "is_auth_error",
+    "read_last_per_subject",
     "require_nats",
 ]
 
@@ -82,6 +84,25 @@ def describe_error(exc: BaseException) -> str:
     return f"{name}: {text}" if text else name
 
 
+class LastError:
+    """An ``error_cb`` (:meth:`record`) that keeps the last error only (to explain a failed connection).
+
+    nats-py hands the error callback every asynchronous error for the connection's life, an
+    exception raised by a subscription's callback among them: a list of them (each with its
+    traceback, holding the message) grew without bound under a flood of bad messages."""
+
+    __slots__ = ("count", "last")
+
+    def __init__(self) -> None:
+        self.last: Exception | None = None
+        self.count = 0
+
+    async def record(self, exc: Exception) -> None:
+        """The callback itself (nats-py takes coroutine functions only, not callable objects)."""
+        self.last = exc.with_traceback(None)
+        self.count += 1
+
+
 #: How long closing a client that failed to connect may take (nats-py can wait on a dead TLS link).
 CLOSE_TIMEOUT_S = 2.0
 #: A command given several servers: attempts per node, at first and after losing one.
@@ -107,11 +128,8 @@ async def connect(
     """
     import nats.aio.client
 
-    seen: list[Exception] = []
+    remember = LastError()
     cluster = len(options.servers) > 1
-
-    async def remember(exc: Exception) -> None:
-        seen.append(exc)
 
     kwargs: dict[str, Any] = {
         "servers": list(options.servers),
@@ -121,7 +139,7 @@ async def connect(
         # (0 would mean "forever" to nats-py: 1 is one attempt and one retry)
         "max_reconnect_attempts": -1 if forever else (CLI_RECONNECTS if cluster else 1),
         "allow_reconnect": forever or cluster,
-        "error_cb": error_cb or remember,
+        "error_cb": error_cb or remember.record,
         "pending_size": pending_bytes,
     }
     if disconnected_cb is not None:
@@ -146,7 +164,7 @@ async def connect(
             await asyncio.wait_for(nc.close(), CLOSE_TIMEOUT_S)
         if forever or not isinstance(exc, Exception):
             raise
-        cause = seen[-1] if seen and type(exc).__name__ == "NoServersError" else exc
+        cause = remember.last if remember.last is not None and type(exc).__name__ == "NoServersError" else exc
         raise FleetError(f"{options.shown}: {describe_error(cause)}") from None
     return nc
 
@@ -187,3 +205,45 @@ async def ensure_streams(js: Any, *, replicas: int = 1) -> None:
             await js.stream_info(config.name)
         except NotFoundError:
             await js.add_stream(config)
+
+
+#: Messages asked for at once when reading the last message of every subject.
+LAST_PER_SUBJECT_BATCH = 256
+
+
+async def read_last_per_subject(
+    js: Any, stream: str, subject: str, on_msg: Callable[[str, bytes, float | None], None]
+) -> None:
+    """The last message of every subject matching ``subject`` in ``stream``, oldest first, to
+    ``on_msg(subject, data, unix_time)``: one short-lived pull consumer, whatever the number of
+    subjects (asking for each subject's last message was 45 s for 20,000 made-up rigs). The
+    caller keeps what it wants of them (the latest :data:`~wrtfd.fleet.watch.MAX_RIGS`)."""
+    from nats.errors import TimeoutError as NatsTimeout
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+    from wrtfd.fleet.upload import pull_consumer
+
+    config = ConsumerConfig(
+        ack_policy=AckPolicy.NONE,
+        deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+        inactive_threshold=30.0,
+        mem_storage=True,
+    )
+    psub = await pull_consumer(js, stream, subject, config)
+    try:
+        pending = (await psub.consumer_info()).num_pending
+        while pending > 0:
+            try:
+                msgs = await psub.fetch(batch=min(LAST_PER_SUBJECT_BATCH, pending), timeout=5.0)
+            except NatsTimeout:
+                return
+            for msg in msgs:
+                meta = msg.metadata
+                pending = meta.num_pending
+                stamp = meta.timestamp.timestamp() if meta.timestamp is not None else None
+                on_msg(msg.subject, bytes(msg.data or b""), stamp)
+    finally:
+        with contextlib.suppress(Exception):
+            await psub.unsubscribe()
+        with contextlib.suppress(Exception):
+            await js.delete_consumer(stream, psub._consumer)
