@@ -8,7 +8,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import logging
 import os
+import resource
 import socket
 import time
 from collections.abc import Iterator
@@ -23,6 +25,7 @@ from hypothesis import strategies as st
 
 from tests.daemon.foxglove_client import SUBPROTOCOL, channels_of, message_data, subscribe
 from wrtfd.daemon.config import FoxgloveConfig, LoadedConfig, parse_config
+from wrtfd.daemon.logs import RateLimitFilter
 from wrtfd.daemon.wiring import composed_schemas
 from wrtfd.errors import ConfigError
 from wrtfd.format.schema import Schema
@@ -278,3 +281,70 @@ def test_encoding_only_the_subscribed_topics_gives_the_same_messages(schemas: di
     only = list(encoder.encode(live.frames, live.times_us, 3, forza))
     assert only == [m for m in everything if m[0].topic == "/forza"] and len(only) == 12
     assert list(encoder.encode(live.frames, live.times_us, 3, [])) == []
+
+
+async def test_a_listener_killed_by_the_open_file_limit_is_reported_and_started_again(
+    schemas: dict[str, Schema], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK's accept loop ends for good (its socket closed, nothing said) when an accept fails
+    at the open-file limit: the status must not say "listening" then, and the server comes back."""
+    from wrtfd.daemon import foxglove_live
+
+    monkeypatch.setattr(foxglove_live, "LISTENER_CHECK_S", 0.05, raising=False)
+    monkeypatch.setattr(foxglove_live, "BIND_RETRY_S", 0.5)
+    live = FoxgloveLive(FoxgloveConfig(port=_free_port()), schemas, ObserverHub())
+    async with anyio.create_task_group() as tg:
+        await tg.start(live.run)
+        port = live.port
+        assert port is not None and live.snapshot()["state"] == "listening" and _listening_here(port)
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        socks: list[socket.socket] = []
+        states = set()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 30, hard))
+        try:
+            # both ends in this process: the clients take the last files, the SDK's accept fails
+            for _ in range(60):
+                try:
+                    socks.append(socket.create_connection(("127.0.0.1", port), timeout=1))
+                except OSError:
+                    break
+            with anyio.fail_after(10):
+                while live.snapshot()["state"] == "listening":  # noqa: ASYNC110 - polled status
+                    await anyio.sleep(0.01)
+            states.add(live.snapshot()["state"])
+        finally:
+            for s in socks:
+                s.close()
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        assert states <= {"failed", "retrying"} and not _listening_here(port)
+        await _wait(lambda: live.snapshot()["state"] == "listening", "listening again")
+        snap = live.snapshot()
+        assert snap["listener_failures"] == 1 and snap["error"] is None and _listening_here(port)
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass
+        tg.cancel_scope.cancel()
+    lines = [r.getMessage() for r in caplog.records if r.name == "wrtfd.foxglove" and r.levelno >= 40]
+    assert len(lines) == 1 and "stopped listening" in lines[0]
+
+
+async def test_client_lines_are_rate_limited(schemas: dict[str, Schema]) -> None:
+    """A client subscribing and unsubscribing in a loop: its journal lines carry a rate key (the
+    daemon's log filter passes one per interval and counts the rest)."""
+    live = FoxgloveLive(FoxgloveConfig(port=_free_port()), schemas, ObserverHub())
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("wrtfd.foxglove")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        for _ in range(100):
+            live._subscribed(7, "/forza")
+            live._unsubscribed(7, "/forza")
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    limiter = RateLimitFilter(10.0, clock=lambda: 0.0)
+    passed = [r for r in records if limiter.filter(r)]
+    assert len(records) == 200 and len(passed) == 2

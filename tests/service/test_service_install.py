@@ -86,9 +86,9 @@ def test_dry_run_prints_every_step_and_writes_nothing(root: Path, capsys: pytest
         f"checked: {INCAR}: 2 source(s): gps (serial/nmea), can (serial/slcan)",
         "would create config /etc/wrtfd/wrtfd.toml",
         "would create file of sources[1].options.dbc /etc/wrtfd/example-car.dbc",
-        f"would create unit /etc/systemd/system/wrtfd.service (70 lines, {exec_start('run')}",
+        f"would create unit /etc/systemd/system/wrtfd.service (74 lines, {exec_start('run')}",
         "would create unit /etc/systemd/system/wrtfd@.service "
-        f"(66 lines, {exec_start('run --config %E/wrtfd/%i.toml')}",
+        f"(68 lines, {exec_start('run --config %E/wrtfd/%i.toml')}",
         f"would run systemctl --root={root} enable wrtfd.service",
         "dry run: 7 step(s) would change something; nothing was changed",
     ):

@@ -15,13 +15,19 @@ The recording path never waits on a viewer:
   only when a client is subscribed, and hands each message to the SDK, which copies it into every
   subscribed client's bounded queue (``client_backlog`` messages, the oldest dropped first) and
   returns: the sockets are written by the SDK's own threads, outside the interpreter lock;
-* starting and stopping the server (a bind, a join of the SDK's tasks) run in a worker thread.
+* starting and stopping the server (a bind, a join of the SDK's tasks) run in a worker thread;
+* the SDK's accept loop ends for good, closing its listening socket without a word, when an
+  accept fails (the process at its open-file limit): every :data:`LISTENER_CHECK_S` the listener
+  is looked for in ``/proc`` and, when gone, the state says ``failed`` (counted in
+  ``listener_failures``, one rate-limited error line) and the server is started again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -52,6 +58,8 @@ FOXGLOVE_EXTRA = "foxglove"
 #: Blocks of live frames (one per engine step, 0.1 s by default) waiting for the publisher.
 MAX_PENDING = 64
 BIND_RETRY_S = 5.0
+#: Seconds between checks that the server still listens (the SDK does not say when it stops).
+LISTENER_CHECK_S = 5.0
 STOP_TIMEOUT_S = 2.0
 #: Clients listed one by one in the status (the rest are counted).
 MAX_LISTED_CLIENTS = 32
@@ -161,6 +169,9 @@ class FoxgloveLive:
         self.frames_published = 0
         self.messages_published = 0
         self.dropped_behind = 0
+        #: Times the server was found no longer listening (and started again).
+        self.listener_failures = 0
+        self._listen_inodes: frozenset[str] = frozenset()
 
     def _channel(self, topic: str, schema_name: str, schema: bytes) -> Any:
         sdk = self._sdk
@@ -206,7 +217,12 @@ class FoxgloveLive:
             c.topics[topic] = self._topic_count.get(topic, 0)
             self._watched = True
         if new:
-            log.info("foxglove: client %d subscribed (first topic %s)", client_id, topic)
+            log.info(
+                "foxglove: client %d subscribed (first topic %s)",
+                client_id,
+                topic,
+                extra={"rate_key": "foxglove-client-subscribed"},
+            )
 
     def _unsubscribed(self, client_id: int, topic: str) -> None:
         gone = None
@@ -218,7 +234,12 @@ class FoxgloveLive:
                     gone = self._clients.pop(client_id)
             self._watched = bool(self._clients)
         if gone is not None:
-            log.info("foxglove: client %d left (%d messages offered to it)", client_id, gone.offered)
+            log.info(
+                "foxglove: client %d left (%d messages offered to it)",
+                client_id,
+                gone.offered,
+                extra={"rate_key": "foxglove-client-left"},
+            )
 
     # --- the publisher (the loop) --------------------------------------------------------------
 
@@ -279,9 +300,31 @@ class FoxgloveLive:
         """Serve until cancelled; a port that cannot be bound is retried, recording goes on."""
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
-        reported = False
         self.hub.add(self)
         try:
+            async with anyio.create_task_group() as tg:
+                await tg.start(self._keep_listening)
+                task_status.started()
+                while True:
+                    self._wakeup = anyio.Event()
+                    if not self._pending:
+                        await self._wakeup.wait()
+                    self._publish_pending()
+                    await anyio.lowlevel.checkpoint()  # blocks arriving meanwhile wait their turn
+        finally:
+            self.hub.remove(self)
+            self._wakeup = None
+            self._pending.clear()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_TIMEOUT_S):
+                await self.stop()
+
+    async def _keep_listening(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Start the server (retrying a port that cannot be bound), watch that it still listens,
+        start it again when it does not; ``started`` after the first attempt."""
+        reported = False
+        while True:
             while self.server is None:
                 try:
                     self.server = await anyio.to_thread.run_sync(self._start)
@@ -298,22 +341,31 @@ class FoxgloveLive:
                         reported = True
                         task_status.started()
                     await anyio.sleep(BIND_RETRY_S)
-            self.state, self.error, self.port = "listening", None, int(self.server.port)
+            port = int(self.server.port)
+            self._listen_inodes = await anyio.to_thread.run_sync(_listening_inodes, port)
+            self.state, self.error, self.port = "listening", None, port
             log.info("foxglove: live view on %s", self.url)
             if not reported:
+                reported = True
                 task_status.started()
-            while True:
-                self._wakeup = anyio.Event()
-                if not self._pending:
-                    await self._wakeup.wait()
-                self._publish_pending()
-                await anyio.lowlevel.checkpoint()  # blocks arriving meanwhile wait their turn
-        finally:
-            self.hub.remove(self)
-            self._wakeup = None
-            self._pending.clear()
-            with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_TIMEOUT_S):
-                await self.stop()
+            # polled: the SDK has no event for it
+            while await anyio.to_thread.run_sync(_still_listening, self._listen_inodes):  # noqa: ASYNC110
+                await anyio.sleep(LISTENER_CHECK_S)
+            self.listener_failures += 1
+            self.state = "failed"
+            self.error = (
+                "the server stopped listening (the SDK gives no reason: most likely the process"
+                " reached its open-file limit while accepting a connection)"
+            )
+            log.error(
+                "foxglove: %s; starting it again in %.0f s",
+                self.error,
+                BIND_RETRY_S,
+                extra={"rate_key": "foxglove-listener"},
+            )
+            server, self.server = self.server, None
+            await anyio.to_thread.run_sync(server.stop, abandon_on_cancel=True)
+            await anyio.sleep(BIND_RETRY_S)
 
     def _start(self) -> Any:
         return self._sdk.start_server(
@@ -362,7 +414,49 @@ class FoxgloveLive:
             "frames_published": self.frames_published,
             "messages_published": self.messages_published,
             "dropped": {"publisher_behind": self.dropped_behind},
+            "listener_failures": self.listener_failures,
         }
+
+
+def _socket_inodes() -> set[str]:
+    """The inodes of this process's sockets (``/proc/self/fd``); empty off Linux."""
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                link = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:  # closed meanwhile
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    return inodes
+
+
+def _listen_table() -> dict[str, int]:
+    """inode -> port of every listening TCP socket of this network namespace (``/proc``)."""
+    out: dict[str, int] = {}
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        with contextlib.suppress(OSError), open(table, encoding="ascii", errors="replace") as f:
+            next(f, None)
+            for line in f:
+                fields = line.split()
+                if len(fields) > 9 and fields[3] == "0A":  # TCP_LISTEN
+                    with contextlib.suppress(ValueError, IndexError):
+                        out[fields[9]] = int(fields[1].rsplit(":", 1)[1], 16)
+    return out
+
+
+def _listening_inodes(port: int) -> frozenset[str]:
+    """The inodes of this process's sockets listening on ``port`` (empty: cannot tell)."""
+    ours = _socket_inodes()
+    return frozenset(i for i, p in _listen_table().items() if p == port and i in ours)
+
+
+def _still_listening(inodes: frozenset[str]) -> bool:
+    """True while one of ``inodes`` listens, or when that cannot be told (no /proc)."""
+    if not inodes:
+        return True
+    return not inodes.isdisjoint(_listen_table())
 
 
 def _share_daemon_log_handlers(logger: logging.Logger) -> None:
