@@ -85,6 +85,23 @@ def test_valid_ibt(shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixt
     assert "390 rows -> 390 samples" in capsys.readouterr().err
 
 
+def test_the_import_opens_in_the_lap_and_export_commands(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The import's lap channels have no ``sector``: laps, compare and the .ld/.mcap exports
+    raised ``no field of name sector`` with a traceback on every .ibt recording."""
+    out = tmp_path / "ibt.wrtf"
+    assert main(["import", str(shared_data / "ibt" / "valid_test_file.ibt"), "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["laps", str(out)]) == 0
+    assert "session 0: 0 complete lap(s)" in capsys.readouterr().out  # the file is part of lap 9
+    for suffix in (".ld", ".mcap"):
+        assert main(["export", str(out), "-o", str(tmp_path / f"x{suffix}")]) == 0
+        assert ": 390 frames," in capsys.readouterr().err
+    assert main(["compare", str(out), str(out), "-o", str(tmp_path / "c.png")]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"wrtfd: error: {out}: no session has a completed lap"]
+
+
 def test_units_and_descriptions(shared_data: Path, tmp_path: Path) -> None:
     path = shared_data / "ibt" / "valid_test_file.ibt"
     _header, variables = sdk_layout(path.read_bytes())

@@ -54,3 +54,23 @@ def test_analyse_frames_holds_missing_positions() -> None:
     assert res.laps == []
     with pytest.raises(TrackError, match="7 frames but 3 times"):
         analyse_frames(frames, [0.0, 1.0, 2.0], track)
+
+
+def test_recorded_laps_without_a_sector_channel() -> None:
+    """Another logger's laps imported as ``laps.lap_number/lap_distance/lap_time`` and no
+    ``sector`` (an iRacing .ibt): laps timed from the lap channels, without sector times (it
+    raised ``no field of name sector``, and laps, compare and .ld/.mcap export with it)."""
+    from wrtfd.tracks.analysis import recorded_session_laps
+
+    laps_dt = np.dtype([("lap_number", "<u2"), ("lap_distance", "<f4"), ("lap_time", "<f4")])
+    frames = np.zeros(300, dtype=[("tick", "<u8"), ("laps", laps_dt)])
+    t = np.arange(300) / 10.0  # 10 Hz; laps of 10.0 s crossed at 5.05, 15.05, 25.05 s
+    start = 5.05
+    frames["laps"]["lap_number"] = np.floor((t - start) / 10.0).astype(int) + 2
+    frames["laps"]["lap_time"] = (t - start) % 10.0
+    frames["laps"]["lap_distance"] = frames["laps"]["lap_time"] * 40.0
+    got = recorded_session_laps(frames, t)
+    assert [(lap.number, round(lap.time_s, 4), lap.sector_times_s) for lap in got.laps] == [
+        (2, 10.0, ()),
+        (3, 10.0, ()),
+    ]

@@ -198,7 +198,9 @@ def recorded_session_laps(
     lap_no = np.asarray(frames["laps"]["lap_number"], dtype=np.int64)
     lap_t = np.asarray(frames["laps"]["lap_time"], dtype=np.float64)
     dist = np.asarray(frames["laps"]["lap_distance"], dtype=np.float64)
-    sector = np.asarray(frames["laps"]["sector"], dtype=np.int64)
+    # an import of another logger's laps may have no sector channel (.ibt): no sector times then
+    has_sector = "sector" in (frames["laps"].dtype.names or ())
+    sector = np.asarray(frames["laps"]["sector"] if has_sector else np.zeros(len(frames)), dtype=np.int64)
     starts = np.flatnonzero(np.diff(lap_no) > 0) + 1
     crossings = [(int(lap_no[i]), float(t[i] - lap_t[i])) for i in starts]
     length = float(np.nanmax(dist)) if len(dist) else 0.0
