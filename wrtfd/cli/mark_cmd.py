@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from wrtfd.cli.arg_types import SECONDS
+
 __all__ = ["register"]
 
 
@@ -42,7 +44,7 @@ def register(subparsers: Any) -> None:
         "--start-finish", action="store_true", help="lay the start/finish line here, across the car's heading"
     )
     p.add_argument("--token", help="the web token (default: $WRTFD_TOKEN, or from --config)")
-    p.add_argument("--timeout", type=float, default=5.0, metavar="S", help="give up after S seconds (5)")
+    p.add_argument("--timeout", type=SECONDS, default=5.0, metavar="S", help="give up after S seconds (5)")
     p.set_defaults(func=_mark)
 
 
@@ -66,10 +68,7 @@ def _token(args: argparse.Namespace) -> str | None:
 def _mark(args: argparse.Namespace) -> int:
     from wrtfd.cli.status_cmd import daemon_url
     from wrtfd.daemon.mark_client import NotRecording, post_mark
-    from wrtfd.errors import StatusError
 
-    if args.timeout <= 0:
-        raise StatusError("--timeout takes a positive number of seconds")
     url = daemon_url(args)
     try:
         answer = post_mark(

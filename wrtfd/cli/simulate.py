@@ -33,6 +33,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from wrtfd.cli.arg_types import SECONDS, number
+
 __all__ = ["register"]
 
 #: GNSS receivers, played on a pseudo-terminal (``--pty``) rather than sent over UDP (their
@@ -83,30 +85,39 @@ def register(subparsers: Any) -> None:
     gnss.add_argument(
         "--generation", choices=("m8", "m10"), default="m10", help="ubx: receiver (default m10)"
     )
-    gnss.add_argument("--baud", type=int, help="the receiver's UART rate at start (ubx 9600, nmea 38400)")
+    gnss.add_argument("--baud", type=_baud, help="the receiver's UART rate at start (ubx 9600, nmea 38400)")
     gnss.add_argument(
         "--link", type=Path, help="also make this symlink to the pty (a /dev/serial/by-id stand-in)"
     )
-    gnss.add_argument("--noise-m", type=float, default=1.0, help="position error, m per axis (default 1)")
+    gnss.add_argument(
+        "--noise-m", type=number(0.0, 1000.0), default=1.0, help="position error, m per axis (default 1)"
+    )
     gnss.add_argument(
         "--noise-tau-s",
-        type=float,
+        type=number(0.0, 1e6, above=True),
         default=600.0,
         help="how slowly the position error wanders (default 600 s)",
     )
-    gnss.add_argument("--dropouts", type=float, default=0.0, help="fix losses (1-3 s) per minute (default 0)")
     gnss.add_argument(
-        "--degrade", type=float, default=0.0, help="degraded-fix spells (3-10 s) per minute (default 0)"
+        "--dropouts", type=number(0.0, 60.0), default=0.0, help="fix losses (1-3 s) per minute (default 0)"
+    )
+    gnss.add_argument(
+        "--degrade",
+        type=number(0.0, 60.0),
+        default=0.0,
+        help="degraded-fix spells (3-10 s) per minute (default 0)",
     )
     gnss.add_argument("--truth", type=Path, help="write the car's true lap and sector times (JSON) here")
     gnss.add_argument("--utc-start", help="UTC of the first epoch, ISO 8601 (default: now, whole second)")
     gnss.add_argument(
         "--start-delay",
-        type=float,
+        type=number(0.0, 3600.0),
         default=1.0,
         help="s from NAV-PVT on (ubx) / the line opened (nmea) to the car starting",
     )
-    gnss.add_argument("--hold", type=float, default=1.0, help="s to keep sending after the drive (default 1)")
+    gnss.add_argument(
+        "--hold", type=number(0.0, 3600.0), default=1.0, help="s to keep sending after the drive (default 1)"
+    )
     gnss.add_argument(
         "--pit-lap",
         type=int,
@@ -124,9 +135,14 @@ def register(subparsers: Any) -> None:
         help="ubx: NAK this message (CFG-NAV5) or key (CFG_RATE_MEAS)",
     )
     p.add_argument("--laps", type=int, default=3, help="timed laps to drive (default 3)")
-    p.add_argument("--rate", type=float, help="packets per simulated second (default: the game's, 60)")
     p.add_argument(
-        "--speed-scale", type=float, default=1.0, help="simulated seconds per real second (default 1)"
+        "--rate", type=number(1.0, 1000.0), help="packets per simulated second (default: the game's, 60)"
+    )
+    p.add_argument(
+        "--speed-scale",
+        type=number(0.0, 1000.0, above=True),
+        default=1.0,
+        help="simulated seconds per real second (default 1)",
     )
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0): same seed, same run")
     p.add_argument("--lane", type=int, default=0, help="lane to drive (default 0)")
@@ -151,7 +167,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--track-data-delay",
-        type=float,
+        type=number(0.0, 3600.0),
         default=0.0,
         metavar="S",
         help="acc: answer track data requests only S simulated seconds after a client registered"
@@ -164,7 +180,7 @@ def register(subparsers: Any) -> None:
         "--wait",
         "--wait-s",
         dest="wait",
-        type=float,
+        type=SECONDS,
         default=60.0,
         help="acc: seconds to wait for a client to register; gt7: for the first heartbeat; ubx: for"
         " NAV-PVT to be switched on; nmea: for a recorder to open the line (default 60)",
@@ -176,12 +192,23 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--gt7-timeout-s",
-        type=float,
+        type=SECONDS,
         default=10.0,
         help="gt7: the console stops streaming after this long without a heartbeat (default 10)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     p.set_defaults(func=_run)
+
+
+def _baud(text: str) -> int:
+    """A UART rate: a whole number from 300 to 4,000,000 (0 was taken, and the drive never began)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 300 <= value <= 4_000_000:
+        raise argparse.ArgumentTypeError(f"{value} is not a baud rate from 300 to 4000000")
+    return value
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -191,10 +218,6 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.laps < 1 or args.laps > 1000:
         raise WrtfdError(f"--laps must be 1..1000, got {args.laps}")
-    if args.speed_scale <= 0:
-        raise WrtfdError(f"--speed-scale must be positive, got {args.speed_scale}")
-    if args.rate is not None and not (1 <= args.rate <= 1000):
-        raise WrtfdError(f"--rate must be 1..1000 Hz, got {args.rate}")
     address: tuple[str, int] | None = None
     if args.protocol in SERIAL or args.pty:
         return _gnss(args)

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from wrtfd.cli.arg_types import SECONDS
+
 __all__ = ["EXIT_HEALTHY", "EXIT_UNHEALTHY", "EXIT_UNREACHABLE", "daemon_url", "print_trimmed", "register"]
 
 EXIT_HEALTHY = 0
@@ -45,12 +47,12 @@ def register(subparsers: Any) -> None:
         "--watch",
         nargs="?",
         const=2.0,
-        type=float,
+        type=SECONDS,
         metavar="SECONDS",
         help="refresh every SECONDS (default 2) until Ctrl-C",
     )
     p.add_argument("--json", action="store_true", help="print the status JSON as received")
-    p.add_argument("--timeout", type=float, default=5.0, metavar="S", help="give up after S seconds (5)")
+    p.add_argument("--timeout", type=SECONDS, default=5.0, metavar="S", help="give up after S seconds (5)")
     p.set_defaults(func=_status)
 
 
@@ -77,10 +79,7 @@ def daemon_url(args: argparse.Namespace) -> str:
 
 def _status(args: argparse.Namespace) -> int:
     from wrtfd.daemon.status_client import fetch_status
-    from wrtfd.errors import StatusError
 
-    if args.timeout <= 0 or (args.watch is not None and args.watch <= 0):
-        raise StatusError("--timeout and --watch take a positive number of seconds")
     url = daemon_url(args)
     if args.watch is None:
         answer = fetch_status(url, timeout_s=args.timeout)

@@ -60,7 +60,10 @@ def base_url(url: str) -> tuple[str, int, str, str]:
 
     :raises StatusError: not an ``http://`` URL with a host.
     """
-    parts = urlsplit(url if "://" in url else f"http://{url}")
+    try:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+    except ValueError:  # an unclosed IPv6 bracket
+        raise StatusError(f"{url}: expected an http://HOST[:PORT] URL") from None
     if parts.scheme != "http" or not parts.hostname:
         raise StatusError(f"{url}: expected an http://HOST[:PORT] URL")
     try:
