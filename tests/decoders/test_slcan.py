@@ -161,6 +161,17 @@ def test_missing_dbc_is_a_config_error(tmp_path: Path) -> None:
         SlcanDecoder(dbc=tmp_path / "missing.dbc")
 
 
+@pytest.mark.parametrize(
+    ("name", "data"), [("notes.txt", b""), ("empty.dbc", b""), ("noise.dbc", bytes(range(256)))]
+)
+def test_a_file_that_is_no_dbc_is_a_config_error(tmp_path: Path, name: str, data: bytes) -> None:
+    """cantools answers a name of another format with ValueError (it was a traceback)."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(ConfigError, match=f"{name}: cannot load DBC"):
+        SlcanDecoder(dbc=path)
+
+
 def test_timestamps_unwrap_each_minute(dbc: Path) -> None:
     d = SlcanDecoder(dbc=dbc, mapping={"rpm": "ENGINE.RPM"})
     times = []

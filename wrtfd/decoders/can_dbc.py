@@ -71,7 +71,9 @@ class DbcChannelDecoder:
         self.dbc_path = Path(dbc)
         try:
             db = cantools.database.load_file(str(self.dbc_path))
-        except (OSError, cantools.database.UnsupportedDatabaseFormatError) as exc:
+        except (OSError, ValueError, cantools.database.UnsupportedDatabaseFormatError) as exc:
+            # ValueError: a name cantools takes for another format ("expected database format
+            # ... got 'txt'"), or bytes that are not text
             raise ConfigError(f"{self.dbc_path}: cannot load DBC: {exc}") from exc
         if not isinstance(db, cantools.database.can.Database):  # e.g. a .cdd diagnostics file
             raise ConfigError(f"{self.dbc_path}: not a CAN database")
