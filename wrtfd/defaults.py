@@ -67,3 +67,8 @@ ENGINE_CLOSE_S = 0.1
 #: The live driver wakes to fsync this long before ``fsync_interval_s`` runs out (the hop to
 #: the writer thread and a busy event loop), so two fsyncs are never further apart than it.
 SYNC_EARLY_S = 0.05
+
+#: Sane times (1980 to 2200, microseconds since 1970): a capture's packets stamped outside are
+#: dropped (``bad_timestamp``), and ``wrtfd import --start-timestamp`` takes none from 2200 on (a
+#: damaged or mistyped time would place a recording where no file can be named).
+SANE_TIME_US = (315_532_800 * 10**6, 7_258_118_400 * 10**6)

@@ -26,6 +26,9 @@ OVAL = ("config/tracks/oval.trk",)
         ["simulate", "--protocol", "nmea", "--pty", "--track", *OVAL, "--baud", "0"],
         ["simulate", "--protocol", "forza", "--track", *OVAL, "--speed-scale", "inf"],
         ["simulate", "--protocol", "forza", "--track", *OVAL, "--rate", "nan"],
+        ["import", "drive.log", "-o", "drive.wrtf", "--start-timestamp", "-5"],  # was 1970 or a traceback
+        ["import", "drive.log", "-o", "drive.wrtf", "--start-timestamp", "0"],
+        ["import", "drive.log", "-o", "drive.wrtf", "--start-timestamp", "99999999999999999999"],
     ],
 )
 def test_a_number_out_of_range_stops_before_anything_runs(

@@ -143,9 +143,26 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-vehicles", type=int, default=64, help="CARLA all-vehicles: array slots")
     p.add_argument("--rate", type=int, help="frame rate in Hz (default: the format's own)")
     p.add_argument("--track", type=Path, help="track file: adds lap channels (CARLA)")
-    p.add_argument("--start-timestamp", type=int, help="file start timestamp, microseconds since the epoch")
+    p.add_argument(
+        "--start-timestamp",
+        type=_start_us,
+        help="file start timestamp, microseconds since the epoch (before 2200)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite output files that exist")
     p.set_defaults(func=_run)
+
+
+def _start_us(text: str) -> int:
+    from wrtfd.defaults import SANE_TIME_US
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of microseconds: {text!r}") from None
+    high = SANE_TIME_US[1]
+    if not 0 < value < high:  # spec 9: a start after the epoch; before 2200, as a capture's packets
+        raise argparse.ArgumentTypeError(f"{value} is not a time after 1970 (0) and before 2200 ({high})")
+    return value
 
 
 def _run(args: argparse.Namespace) -> int:

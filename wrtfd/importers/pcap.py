@@ -41,6 +41,7 @@ from wrtfd.decoders import registry
 from wrtfd.decoders.base import Sample
 from wrtfd.decoders.lines import LineFeed
 from wrtfd.decoders.ubx import UbxDecoder, UbxFeed
+from wrtfd.defaults import SANE_TIME_US
 from wrtfd.errors import ConfigError, DecodeError, ImportFormatError
 from wrtfd.importers.output import check_output, place_outputs, staging_dir
 from wrtfd.importers.plan import ImportPlan, PlanSource, add_groups, default_plan, udp_source
@@ -383,7 +384,7 @@ def import_capture(
 #: Packets stamped outside these times (1980 to 2200, ns since 1970) are ``bad_timestamp``
 #: drops: an edited or damaged timestamp (resolution, offset) would place a recording where no
 #: file can be named or started.
-SANE_TIME_NS = (315_532_800 * 10**9, 7_258_118_400 * 10**9)
+SANE_TIME_NS = (SANE_TIME_US[0] * 1000, SANE_TIME_US[1] * 1000)
 
 
 def _run(reader: CaptureReader, state: _CaptureImport, report: ImportReport, first_ns: list[int]) -> None:
