@@ -4,6 +4,7 @@ no traceback), before anything runs; they gave tracebacks, or runs that never en
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +56,12 @@ def test_the_number_type() -> None:
 def test_a_url_with_an_unclosed_bracket_is_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["status", "--url", "http://[::1"]) == 2  # ValueError: Invalid IPv6 URL
     assert capsys.readouterr().err == "wrtfd: error: http://[::1: expected an http://HOST[:PORT] URL\n"
+
+
+def test_simulate_truth_into_a_missing_directory_stops_before_the_drive(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    truth = tmp_path / "missing" / "t.json"
+    argv = ["simulate", "--protocol", "nmea", "--pty", "--track", *OVAL, "--truth", str(truth)]
+    assert main(argv) == 2  # it failed only after the drive, losing the run's truth
+    assert capsys.readouterr().err == f"wrtfd: error: --truth {truth}: no directory {truth.parent}\n"

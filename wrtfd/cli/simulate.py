@@ -468,6 +468,8 @@ def _gnss(args: argparse.Namespace) -> int:
 
     if args.protocol not in SERIAL:
         raise WrtfdError(f"--pty is for {', '.join(SERIAL)}, not {args.protocol}")
+    if args.truth is not None and not args.truth.absolute().parent.is_dir():  # not once the car drives
+        raise WrtfdError(f"--truth {args.truth}: no directory {args.truth.absolute().parent}")
     if not args.pty:
         raise WrtfdError(f"--protocol {args.protocol}: a receiver is played on a pseudo-terminal: give --pty")
     if not 1 <= args.laps <= 1000:
