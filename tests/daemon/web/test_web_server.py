@@ -5,7 +5,10 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -147,6 +150,58 @@ def test_accepted_connections_send_without_nagle_delay() -> None:
                 assert conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
             assert client.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0  # not by default
         assert listener.open_connections == 0
+
+
+OUT_OF_DESCRIPTORS = """
+import json, os, resource, socket, sys
+from wrtfd.daemon.web.server import CappedListener
+listener = CappedListener(socket.AF_INET, limit=8)
+listener.bind(("127.0.0.1", 0)); listener.listen(); listener.setblocking(False)
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+held = []
+try:
+    while True:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+print(listener.getsockname()[1], flush=True)
+sys.stdin.readline()  # the client has connected
+out = {}
+try:
+    listener.accept()
+except BlockingIOError:
+    out["after"] = "none waiting"
+except OSError as exc:
+    out["after"] = f"{type(exc).__name__} {exc.errno}"
+out["refused"] = listener.refused
+os.close(held.pop())
+print(json.dumps(out), flush=True)
+"""
+
+
+def test_a_connection_when_no_descriptor_is_left_is_refused_and_counted() -> None:
+    """At the open-file limit the spare descriptor takes the connection and closes it (else it
+    waits in the backlog while asyncio retries and logs a traceback a second)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", OUT_OF_DESCRIPTORS],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        port = int(proc.stdout.readline())
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            result = json.loads(proc.stdout.readline())
+            assert client.recv(1) == b""  # accepted and closed at once
+    finally:
+        proc.kill()
+        proc.wait()
+    assert result == {"after": "none waiting", "refused": 1}  # was: OSError 24 (EMFILE)
 
 
 def test_connections_and_requests_are_bounded() -> None:

@@ -24,7 +24,9 @@ for every request body that goes on after the answer (docs/web.md).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import os
 import secrets
 import socket
 from collections.abc import Callable
@@ -93,18 +95,56 @@ class _CountedSocket(socket.socket):
         super().close()
 
 
+def _spare_descriptor() -> int | None:
+    try:
+        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
 class CappedListener(socket.socket):
-    """A listening TCP socket that keeps at most ``limit`` accepted connections open."""
+    """A listening TCP socket that keeps at most ``limit`` accepted connections open.
+
+    It holds one spare file descriptor: when the process has none left (EMFILE, ENFILE), the
+    spare makes room to accept the waiting connection and close it at once, counted as refused.
+    Otherwise the connection stays in the backlog, and asyncio retries every second and logs a
+    traceback each time (a hundred lines for a few status polls, measured).
+    """
 
     def __init__(self, family: int, limit: int) -> None:
         super().__init__(family, socket.SOCK_STREAM)
         self.limit = limit
         self.open_connections = 0
         self.refused = 0
+        self._spare = _spare_descriptor()
+
+    def close(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            os.close(spare)
+        super().close()
+
+    def _refuse_without_descriptors(self) -> None:
+        """Accept and close one waiting connection with the spare descriptor's room."""
+        assert self._spare is not None
+        os.close(self._spare)
+        self._spare = None
+        try:
+            conn, _ = super().accept()  # BlockingIOError when none waits after all
+            conn.close()
+            self.refused += 1
+        finally:
+            self._spare = _spare_descriptor()
 
     def accept(self) -> tuple[socket.socket, Any]:
         while True:
-            conn, addr = super().accept()  # BlockingIOError when none waits: the loop's signal
+            try:
+                conn, addr = super().accept()  # BlockingIOError when none waits: the loop's signal
+            except OSError as exc:
+                if exc.errno not in (errno.EMFILE, errno.ENFILE) or self._spare is None:
+                    raise
+                self._refuse_without_descriptors()
+                continue
             if self.open_connections >= self.limit:
                 self.refused += 1
                 conn.close()
