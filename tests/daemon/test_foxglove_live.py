@@ -348,3 +348,34 @@ async def test_client_lines_are_rate_limited(schemas: dict[str, Schema]) -> None
     limiter = RateLimitFilter(10.0, clock=lambda: 0.0)
     passed = [r for r in records if limiter.filter(r)]
     assert len(records) == 200 and len(passed) == 2
+
+
+def test_the_sdks_own_lines_are_rate_limited_in_the_daemons_log() -> None:
+    """The SDK logs an error line per client that resets its connection (about a thousand in a
+    burst of 1,100 connections): forwarded to the daemon's handlers with a rate key per logger
+    and level, a burst is one line, and the next line says how many were held back."""
+    import io
+
+    from wrtfd.daemon.foxglove_live import _share_daemon_log_handlers
+    from wrtfd.daemon.logs import LOGGER_NAME, configure_logging
+
+    ours = logging.getLogger(LOGGER_NAME)
+    sdk = logging.getLogger("wrtfd-test-sdk")  # a logger of the SDK's kind, without its handlers
+    saved = (list(ours.handlers), ours.level, ours.propagate)
+    out = io.StringIO()
+    try:
+        configure_logging(level="info", fmt="text", stream=out, env={})
+        _share_daemon_log_handlers(sdk)
+        child = logging.getLogger("wrtfd-test-sdk.websocket.server")
+        for i in range(1000):
+            child.error("Error receiving from client %d: connection reset", i)
+        sdk.warning("a warning of its own")
+    finally:
+        for handler in list(sdk.handlers):
+            sdk.removeHandler(handler)
+        ours.handlers[:] = saved[0]
+        ours.setLevel(saved[1])
+        ours.propagate = saved[2]
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2, lines  # was 1000 + 1
+    assert "Error receiving from client 0" in lines[0] and "a warning of its own" in lines[1]

@@ -459,12 +459,27 @@ def _still_listening(inodes: frozenset[str]) -> bool:
     return not inodes.isdisjoint(_listen_table())
 
 
+class _RateKeyed(logging.Handler):
+    """Hands the SDK's lines to the daemon's handlers with a ``rate_key`` per logger and level:
+    the SDK logs per client (an error line for each client that resets its connection), and
+    the daemon's rate limit then holds a burst to one line per interval."""
+
+    def __init__(self, targets: list[logging.Handler]) -> None:
+        super().__init__()
+        self.targets = targets
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not hasattr(record, "rate_key"):
+            record.rate_key = f"{record.name}:{record.levelname}"
+        for handler in self.targets:
+            handler.handle(record)
+
+
 def _share_daemon_log_handlers(logger: logging.Logger) -> None:
     """The SDK's own lines (``foxglove.websocket.server``...) go where the daemon's go."""
     ours = logging.getLogger(LOGGER_NAME)
     if ours.handlers and not logger.handlers:
-        for handler in ours.handlers:
-            logger.addHandler(handler)
+        logger.addHandler(_RateKeyed(list(ours.handlers)))
         logger.propagate = False
 
 
