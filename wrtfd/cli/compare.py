@@ -8,7 +8,8 @@ by lap distance, whichever game or file recorded them. A GNSS recording (latitud
 NMEA, u-blox, an imported VBO) is timed from its fixes against its circuit (--circuit, else the
 one in its metadata, else the known circuit nearest its first fix; else its recorded lap channels), lap
 distance is the distance travelled since the line, and the map is the fixes seen from above,
-north up. Needs matplotlib: wrtfd[plot].
+north up. An existing OUT is refused without --force (A or B itself always); the PNG is written
+beside OUT and renamed into place. --width is 100 to 10000 pixels. Needs matplotlib: wrtfd[plot].
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from wrtfd.cli.output_path import add_force_option, check_image_width, check_output, output_guard
 
 __all__ = ["LapRef", "load_lap", "parse_lap_ref", "register"]
 
@@ -52,7 +55,8 @@ def register(subparsers: Any) -> None:
         "--circuit", type=Path, help="circuit file: time GNSS recordings' laps against it (docs/circuits.md)"
     )
     p.add_argument("--source", help="source with the positions (default: the first with positions)")
-    p.add_argument("--width", type=int, default=1600, help="image width in pixels (default 1600)")
+    p.add_argument("--width", type=int, default=1600, help="image width in pixels, 100-10000 (default 1600)")
+    add_force_option(p)
     p.set_defaults(func=_run)
 
 
@@ -146,7 +150,11 @@ def _plane_of(ref: LapRef, source: str | None, circuit: Any) -> Any:
 def _run(args: argparse.Namespace) -> int:
     from wrtfd.tracks.render import require_matplotlib
 
+    check_image_width(args.width)
+    inputs = [args.a.path, args.b.path]
+    check_output(args.output, inputs, force=args.force)
     require_matplotlib()  # fail first, with the one-line hint, before reading anything
+    from wrtfd.exporters.atomic import AtomicOutputs
     from wrtfd.plot import plot_comparison
     from wrtfd.tracks import load_track
     from wrtfd.tracks.circuit import load_circuit
@@ -158,6 +166,7 @@ def _run(args: argparse.Namespace) -> int:
     plane = _plane_of(args.a, args.source, circuit) if track is None else None
     b = load_lap(args.b, track, args.source, f"B {args.b.path.name}", plane=plane, circuit=circuit)
     title = f"lap {a.lap.number} vs lap {b.lap.number}" + (f" - {track.name}" if track else "")
-    plot_comparison(a, b, args.output, track=track, title=title, width_px=args.width)
+    with AtomicOutputs(output_guard(inputs, force=args.force)) as outputs:
+        plot_comparison(a, b, outputs.path(args.output), track=track, title=title, width_px=args.width)
     sys.stdout.write(f"wrote {args.output}\n")
     return 0

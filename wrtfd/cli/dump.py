@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wrtfd.cli.info import add_check_option, add_schema_option, load_schema, report_dropped
+from wrtfd.cli.info import add_check_option, add_schema_option, check_session, load_schema, report_dropped
 
 __all__ = ["register"]
 
@@ -43,6 +43,7 @@ def _run(args: argparse.Namespace) -> int:
     out = sys.stdout
     dropped: list[Any] = []
     with Reader(args.file, load_schema(args)) as r:
+        check_session(r, args.session)
         buf: list[str] = []
         for line in iter_dump_lines(r, args.session, with_check=args.with_check, dropped=dropped):
             buf.append(line)

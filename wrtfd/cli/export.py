@@ -16,7 +16,8 @@ Only frames that pass the frame check are exported; its field is a column only w
 ``--with-check`` (CSV, Parquet). Exit 0: every frame exported; 1: frames that fail the check were
 left out (one line on stderr says how many and why); 2: unreadable file, bad usage or a failed
 write. Files appear complete or not at all (written beside the target, renamed at the end; an
-error or Ctrl-C leaves nothing). Lap beacons (.ld) and lap messages (.mcap) come from the recorded lap
+error or Ctrl-C leaves nothing). An existing OUT is refused without --force, and OUT being FILE
+always. Lap beacons (.ld) and lap messages (.mcap) come from the recorded lap
 channels, or from --track (re-detected from positions). docs/exports.md has the details.
 """
 
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from wrtfd.cli.info import add_check_option, add_schema_option, load_schema, report_dropped
+from wrtfd.cli.output_path import add_force_option, check_output, output_guard
 
 __all__ = ["register"]
 
@@ -66,18 +68,21 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--raw-names", action="store_true", help=".ld: keep every channel's own name (no MoTeC names)"
     )
+    add_force_option(p)
     add_check_option(p)
     add_schema_option(p)
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    from wrtfd.errors import ExportError
     from wrtfd.exporters import export_recording, format_of, require_extra
     from wrtfd.format import Reader
     from wrtfd.format.columns import dropped_frames
     from wrtfd.tracks import load_track
 
     require_extra(format_of(args.output, args.format))  # before reading anything
+    check_output(args.output, [args.file], force=args.force)
     tty = sys.stderr.isatty()
     shown = [-1]
 
@@ -102,11 +107,25 @@ def _run(args: argparse.Namespace) -> int:
                 progress=progress,
                 with_check=args.with_check,
                 mcap_encoding=args.mcap_encoding,
+                guard=output_guard([args.file], force=args.force),
             )
             dropped = dropped_frames(r, sessions)
+    except UnicodeEncodeError as exc:
+        if _is_utf8(str(args.output.parent)):
+            raise
+        # the writer opens a file of a UTF-8-only name in OUT's folder
+        raise ExportError(f"{args.output}: this format's writer needs a folder of a UTF-8 name") from exc
     finally:
         if tty and shown[0] >= 0:
             sys.stderr.write("\n")
     names = ", ".join(str(p) for p in summary.paths)
     sys.stderr.write(f"wrote {names}: {summary.frames} frames, {summary.detail}\n")
     return report_dropped(args.file, dropped)
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

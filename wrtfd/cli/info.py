@@ -17,6 +17,7 @@ from typing import Any
 __all__ = [
     "add_check_option",
     "add_schema_option",
+    "check_session",
     "info_dict",
     "load_schema",
     "marker_line",
@@ -50,6 +51,18 @@ def report_dropped(path: Path, dropped: list[Any]) -> int:
 
     sys.stderr.write(f"wrtfd: {path}: {describe_dropped(dropped)}\n")
     return 1
+
+
+def check_session(reader: Any, session: int | None) -> None:
+    """Refuse a ``--session`` the file does not have, a negative one included (not a Python
+    index from the end), the way export and plot do.
+
+    :raises FormatError: one line naming the file and its session count.
+    """
+    from wrtfd.errors import FormatError
+
+    if session is not None and not 0 <= session < len(reader.sessions):
+        raise FormatError(f"{reader.path}: no session {session} (the file has {len(reader.sessions)})")
 
 
 def load_schema(args: argparse.Namespace) -> Any:
@@ -110,6 +123,7 @@ def info_dict(reader: Any) -> dict[str, Any]:
         "start_timestamp_us": reader.start_timestamp_us,
         "start_time": _iso(reader.start_timestamp_us),
         "definition": reader.schema_source,
+        "definition_mismatch": _definition_mismatch(reader),
         "frame_size": reader.schema.frame_size,
         "header_size": reader.schema.header_size,
         "footer_size": reader.schema.footer_size,
@@ -119,10 +133,27 @@ def info_dict(reader: Any) -> dict[str, Any]:
     }
 
 
+def _definition_mismatch(reader: Any) -> str | None:
+    """How a definition given with --schema differs from the one the file embeds (None: it
+    does not, or none was given)."""
+    if reader.schema_source != "external":
+        return None
+    from wrtfd.format.repair import schema_mismatch
+
+    return schema_mismatch(reader.metadata, reader.schema)
+
+
 def _text(d: dict[str, Any]) -> str:
-    state = (
-        "complete" if d["complete"] else "INCOMPLETE (no valid document footer; readable, run 'wrtfd repair')"
-    )
+    if d["complete"]:
+        state = "complete"
+    elif d["definition_mismatch"]:
+        # read with the wrong layout: repairing with it would cut every frame
+        state = (
+            "INCOMPLETE as read with --schema, which does not match the file's own definition "
+            f"({d['definition_mismatch']}); read it without --schema"
+        )
+    else:
+        state = "INCOMPLETE (no valid document footer; readable, run 'wrtfd repair')"
     lines = [
         f"file:       {d['file']} ({d['size']} bytes), {state}",
         f"rate:       {d['rate_hz']} Hz",

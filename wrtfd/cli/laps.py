@@ -69,6 +69,7 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from wrtfd.cli.info import check_session
     from wrtfd.format import Reader
     from wrtfd.format.markers import session_marker_rows
     from wrtfd.tracks import load_track
@@ -79,6 +80,7 @@ def _run(args: argparse.Namespace) -> int:
     circuit = load_circuit(args.circuit) if args.circuit else None
     result: list[dict[str, Any]] = []
     with Reader(args.file) as r:
+        check_session(r, args.session)
         timing = file_timing(
             r,
             track=track,

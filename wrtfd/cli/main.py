@@ -130,6 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.dup2(devnull, sys.stdout.fileno())
             return 0
         where = f": {exc.filename}" if exc.filename else ""
+        if exc.filename2:
+            # two paths (rename, symlink, link): name both, as Python's own message does
+            where += f" -> {exc.filename2}"
         error_line(f"{exc.strerror or exc}{where}")
         return 2
     except KeyboardInterrupt:

@@ -4,8 +4,9 @@ Speed, throttle/brake and gear against lap distance, one line per complete lap, 
 coloured by speed. Laps come from ``--track`` (re-detected from positions) or from the lap
 channels recorded live. A GNSS recording (latitude/longitude) is timed from its fixes against its
 circuit (``--circuit``, else its metadata's, else the known one nearest its first fix; without
-one, its recorded lap channels) and mapped from the fixes, north up. Needs matplotlib:
-``pip install wrtfd[plot]``.
+one, its recorded lap channels) and mapped from the fixes, north up. An existing OUT is refused
+without ``--force`` (FILE itself always); the PNG is written beside OUT and renamed into place.
+``--width`` is 100 to 10000 pixels. Needs matplotlib: ``pip install wrtfd[plot]``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from wrtfd.cli.output_path import add_force_option, check_image_width, check_output, output_guard
 from wrtfd.errors import FormatError
 
 __all__ = ["register"]
@@ -37,14 +39,18 @@ def register(subparsers: Any) -> None:
     p.add_argument("--source", help="source to plot (default: the first with positions)")
     p.add_argument("--session", type=int, help="session index (default: the session with the most frames)")
     p.add_argument("-o", "--output", type=Path, required=True, help="PNG file to write")
-    p.add_argument("--width", type=int, default=1600, help="image width in pixels (default 1600)")
+    p.add_argument("--width", type=int, default=1600, help="image width in pixels, 100-10000 (default 1600)")
+    add_force_option(p)
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from wrtfd.tracks.render import require_matplotlib
 
+    check_image_width(args.width)
+    check_output(args.output, [args.file], force=args.force)
     require_matplotlib()  # fail first, with the one-line hint, before reading anything
+    from wrtfd.exporters.atomic import AtomicOutputs
     from wrtfd.format import Reader
     from wrtfd.plot import plot_session
     from wrtfd.tracks import load_track
@@ -76,15 +82,16 @@ def _run(args: argparse.Namespace) -> int:
                 )
         name = track.name if track else (circuit.name if circuit else "")
         title = f"{args.file.name} session {session}" + (f" - {name}" if name else "")
-        plot_session(
-            frames,
-            times,
-            args.output,
-            track=track,
-            source=args.source,
-            title=title,
-            width_px=args.width,
-            circuit=circuit,
-        )
+        with AtomicOutputs(output_guard([args.file], force=args.force)) as outputs:
+            plot_session(
+                frames,
+                times,
+                outputs.path(args.output),
+                track=track,
+                source=args.source,
+                title=title,
+                width_px=args.width,
+                circuit=circuit,
+            )
     sys.stdout.write(f"wrote {args.output}\n")
     return 0

@@ -2,7 +2,8 @@
 
 ``check`` prints every finding of the validator, one per line with its JSON path, and exits 1 when
 there is any (2 when the file cannot be parsed at all). ``show`` draws sectors, walls, lanes and
-the start/finish line.
+the start/finish line (an existing OUT is refused without ``--force``, FILE itself always; the PNG
+is written beside OUT and renamed into place; ``--width`` is 100 to 10000 pixels).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any
+
+from wrtfd.cli.output_path import add_force_option, check_image_width, check_output, output_guard
 
 __all__ = ["register"]
 
@@ -32,7 +35,8 @@ def register(subparsers: Any) -> None:
     s = sub.add_parser("show", help="draw a track map as PNG")
     s.add_argument("file", type=Path)
     s.add_argument("-o", "--output", type=Path, required=True, help="PNG file to write")
-    s.add_argument("--width", type=int, default=1200, help="image width in pixels (default 1200)")
+    s.add_argument("--width", type=int, default=1200, help="image width in pixels, 100-10000 (default 1200)")
+    add_force_option(s)
     s.set_defaults(func=_show)
 
 
@@ -55,11 +59,15 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from wrtfd.exporters.atomic import AtomicOutputs
     from wrtfd.tracks import load_track
     from wrtfd.tracks.render import render_track, require_matplotlib
 
+    check_image_width(args.width)
+    check_output(args.output, [args.file], force=args.force)
     require_matplotlib()
     track = load_track(args.file)
-    render_track(track, args.output, width_px=args.width)
+    with AtomicOutputs(output_guard([args.file], force=args.force)) as outputs:
+        render_track(track, outputs.path(args.output), width_px=args.width)
     sys.stdout.write(f"wrote {args.output}\n")
     return 0

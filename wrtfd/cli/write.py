@@ -7,6 +7,10 @@ IN is ``-`` for standard input.
 ``--check`` adds the frame check (the ``wrtfd_check`` field, with a new random salt); giving
 a's ``wrtfd.check.salt`` with ``--meta`` turns it on with a's salt, so that the metadata equal
 a's too (the check values themselves depend on how frames were grouped when written).
+
+An existing OUT is refused without ``--force``, and OUT being IN always. OUT is written beside
+itself and renamed into place at the end: an error (a torn last line, Ctrl-C) leaves an existing
+OUT as it was and no new file.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any
+
+from wrtfd.cli.output_path import add_force_option, check_output, output_guard
 
 __all__ = ["register"]
 
@@ -54,12 +60,13 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--check", action="store_true", help="add the frame check (implied by --meta wrtfd.check.salt=...)"
     )
-    p.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
+    add_force_option(p)
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from wrtfd.errors import FormatError
+    from wrtfd.exporters.atomic import AtomicOutputs
     from wrtfd.format import Schema, Writer
     from wrtfd.format.check import CHECK_KEYS
     from wrtfd.format.jsonio import write_jsonl
@@ -70,28 +77,27 @@ def _run(args: argparse.Namespace) -> int:
         if k in meta:
             raise FormatError(f"--meta {k} given twice")
         meta[k] = v
-    if args.output.exists() and not args.force:
-        raise FormatError(f"{args.output} exists (use --force to overwrite)")
+    inputs = [] if args.input == "-" else [args.input]
+    check_output(args.output, inputs, force=args.force)
     src = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")  # noqa: SIM115
-    ok = False
     try:
-        with Writer(
-            args.output,
-            schema,
-            rate_hz=args.rate,
-            start_timestamp_us=args.start_timestamp,
-            metadata=meta,
-            exist_ok=True,
-            check=args.check or any(k in meta for k in CHECK_KEYS),
-        ) as w:
+        with (
+            AtomicOutputs(output_guard(inputs, force=args.force)) as outputs,
+            Writer(
+                outputs.path(args.output),
+                schema,
+                rate_hz=args.rate,
+                start_timestamp_us=args.start_timestamp,
+                metadata=meta,
+                exist_ok=True,
+                check=args.check or any(k in meta for k in CHECK_KEYS),
+            ) as w,
+        ):
             sessions, frames = write_jsonl(src, w)
-        ok = True
     except UnicodeDecodeError as exc:
         raise FormatError(f"{args.input}: not UTF-8 text ({exc.reason})") from exc
     finally:
         if src is not sys.stdin:
             src.close()
-        if not ok:
-            args.output.unlink(missing_ok=True)
     sys.stderr.write(f"wrote {args.output}: {sessions} session(s), {frames} frame(s)\n")
     return 0

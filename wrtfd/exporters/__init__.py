@@ -23,7 +23,7 @@ which frames they write is decided in one place each (:func:`wrtfd.format.export
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,18 +96,21 @@ def export_recording(
     progress: FramesProgress | None = None,
     with_check: bool = False,
     mcap_encoding: str = "cdr",
+    guard: Callable[[Path], None] | None = None,
 ) -> ExportSummary:
     """Export ``sessions`` (default: all) of ``reader`` to ``output``; atomic.
 
     ``track`` re-detects laps from positions for the formats that carry laps (MoTeC beacons,
-    MCAP log messages); without it the recorded lap channels are used, if any.
+    MCAP log messages); without it the recorded lap channels are used, if any. ``guard`` sees
+    each file to write (``output``, or a MoTeC export's per-session names) before it is written,
+    and may refuse it by raising (:class:`~wrtfd.exporters.atomic.AtomicOutputs`).
 
     :raises ExportError: unknown format, missing extra, or a limit of the target format.
     :raises FormatError: a session the file does not have.
     """
     spec = format_of(output, fmt)
     require_extra(spec)
-    with AtomicOutputs() as outputs:
+    with AtomicOutputs(guard) as outputs:
         if spec.name in ("csv", "parquet"):
             from wrtfd.format.export import export_file
 

@@ -3,7 +3,8 @@
 Each output is written to a temporary file beside its target (same directory, so the final
 ``os.replace`` is a rename on one filesystem) and renamed into place only when the whole export
 succeeded. Any exception, Ctrl-C included, removes the temporary files; a target that existed
-before is left as it was.
+before is left as it was. A ``guard`` sees every target before anything is written for it (the
+CLI's refuses an existing file without ``--force``, and an input: :mod:`wrtfd.cli.output_path`).
 """
 
 from __future__ import annotations
@@ -11,17 +12,30 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
 __all__ = ["AtomicOutputs"]
 
 
+def _is_utf8(name: str) -> bool:
+    """A file name of other bytes (decoded with surrogate escapes) is not: some writers (pyarrow)
+    take only UTF-8 paths, and the temporary file is the one they open, so its name is kept
+    UTF-8; the rename onto the target takes any name."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class AtomicOutputs:
     """Context manager handing out temporary paths for targets; commits them all on success."""
 
-    def __init__(self) -> None:
+    def __init__(self, guard: Callable[[Path], None] | None = None) -> None:
         self._pending: list[tuple[Path, Path]] = []
+        self._guard = guard
 
     def path(self, target: Path) -> Path:
         """A new empty temporary file beside ``target``, with the same suffix (some writers
@@ -31,9 +45,13 @@ class AtomicOutputs:
         nothing behind (``discard`` removes what exists of it).
         """
         target = Path(target)
+        if self._guard is not None:
+            self._guard(target)  # raises: nothing of this target exists yet
         directory = target.parent or Path(".")
         for _ in range(100):
-            tmp = directory / f".{target.name}.{secrets.token_hex(4)}.partial{target.suffix}"
+            name = target.name if _is_utf8(target.name) else "wrtfd-export"
+            suffix = target.suffix if _is_utf8(target.suffix) else ""
+            tmp = directory / f".{name}.{secrets.token_hex(4)}.partial{suffix}"
             self._pending.append((tmp, target))
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)

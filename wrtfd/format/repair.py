@@ -27,14 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from wrtfd.errors import FormatError
+from wrtfd.errors import FormatError, SchemaError
 from wrtfd.format.reader import Reader, SessionInfo
-from wrtfd.format.schema import Schema
-from wrtfd.format.spec import SESSION_FOOTER_HEAD
+from wrtfd.format.schema import Schema, layout_difference
+from wrtfd.format.spec import SCHEMA_METADATA_KEY, SESSION_FOOTER_HEAD
 from wrtfd.format.validate import Finding, validate_file
 from wrtfd.format.writer import SessionEntry, encode_document_footer, encode_session_footer
 
-__all__ = ["RepairReport", "repair_file"]
+__all__ = ["RepairReport", "repair_file", "schema_mismatch"]
 
 _COPY_CHUNK = 8 << 20
 
@@ -84,6 +84,31 @@ class RepairReport:
         return out
 
 
+def schema_mismatch(metadata: dict[str, str], schema: Schema) -> str | None:
+    """How ``schema`` (given from outside) lays out records differently from the definition the
+    file embeds (``wrtf.schema``); None when it lays them out the same, or the file embeds none
+    (or one that cannot be read, which is what an outside definition is for).
+
+    Read with another layout, a file's frames are other bytes: the scan finds ticks out of
+    order or frames failing the check, and a repair would cut them all.
+    """
+    text = metadata.get(SCHEMA_METADATA_KEY)
+    if text is None:
+        return None
+    try:
+        own = Schema.from_yaml(text, source=f"metadata '{SCHEMA_METADATA_KEY}'")
+    except SchemaError:
+        return None
+    difference = layout_difference(own.frame_dtype, schema.frame_dtype)
+    if difference is not None:
+        return f"frame: {difference}"
+    if own.header_size != schema.header_size:
+        return f"session header is {schema.header_size} bytes, expected {own.header_size}"
+    if own.footer_size != schema.footer_size:
+        return f"session footer is {schema.footer_size} bytes, expected {own.footer_size}"
+    return None
+
+
 def _copy_range(src: BinaryIO, dst: BinaryIO, start: int, length: int) -> None:
     src.seek(start)
     left = length
@@ -93,6 +118,23 @@ def _copy_range(src: BinaryIO, dst: BinaryIO, start: int, length: int) -> None:
             raise FormatError(f"file shrank while repairing (at byte {start + length - left})")
         dst.write(chunk)
         left -= len(chunk)
+
+
+def _copy_beside(src: Path, dst: Path, durable: bool) -> None:
+    """Copy ``src`` to ``dst`` through a temporary file beside ``dst`` (an error leaves nothing)."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".repair", dir=dst.parent)
+    tmp = Path(tmp_name)
+    try:
+        with open(src, "rb") as fin, os.fdopen(fd, "wb") as fout:
+            shutil.copyfileobj(fin, fout, _COPY_CHUNK)
+            fout.flush()
+            if durable:
+                os.fsync(fout.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dst)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _footer_record(s: SessionInfo, schema: Schema) -> bytes:
@@ -108,7 +150,9 @@ def repair_file(
     ``findings`` are what validating the output found (``valid`` is False when there are any).
 
     :raises CorruptFileError: the file header or metadata is unreadable (nothing to anchor on).
-    :raises FormatError: no definition (give ``schema`` for files without ``wrtf.schema``).
+    :raises FormatError: no definition (give ``schema`` for files without ``wrtf.schema``), or
+        ``schema`` does not lay out records as the file's embedded definition does (nothing
+        written: repairing with it would drop every frame).
     """
     report = _repair(Path(path), Path(output) if output is not None else Path(path), schema, durable)
     return dataclasses.replace(report, findings=tuple(validate_file(report.output, schema)))
@@ -121,11 +165,18 @@ def _complete_and_verified(r: Reader) -> bool:
 
 def _repair(src: Path, dst: Path, schema: Schema | None, durable: bool) -> RepairReport:
     with Reader(src, schema) as r:
+        if schema is not None:
+            difference = schema_mismatch(r.metadata, schema)
+            if difference is not None:
+                raise FormatError(
+                    f"{src}: the definition given (--schema) does not match the one the file embeds "
+                    f"({difference}); repair without --schema"
+                )
         if _complete_and_verified(r):
             frames = r.total_frames
             n = len(r.sessions)
             if dst != src:
-                shutil.copyfile(src, dst)
+                _copy_beside(src, dst, durable)
             return RepairReport(src, dst, True, n, frames, 0, (), 0, False, False)
     with Reader(src, schema, force_scan=True) as r:
         scan = r.scan

@@ -2,13 +2,15 @@
 
 Importers replay their samples through the recorder into a temporary directory beside the
 output and rename the files into place only once all are complete, so a failed or interrupted
-import (an error, Ctrl-C) never leaves a half-written file under a requested name. A single-file
+import (an error, Ctrl-C) never leaves a half-written file under a requested name, nor the
+folders it made for the output (only those it made, and only while empty). A single-file
 import (CARLA, .zddsrec) uses :func:`replay_into_file`; one that may write several files (a
 capture holding several games) uses :func:`staging_dir` and :func:`place_outputs`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -46,8 +48,10 @@ def replay_into_file(
     """
     from wrtfd.recorder import RecorderPolicy, replay
 
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".wrtfd-import-", dir=output.parent) as tmp:
+    with (
+        _made_folders(output.parent),
+        tempfile.TemporaryDirectory(prefix=".wrtfd-import-", dir=output.parent) as tmp,
+    ):
         policy = RecorderPolicy(output_dir=Path(tmp), rate_hz=rate_hz, **(policy_options or {}))
         paths = replay(
             samples,
@@ -67,9 +71,27 @@ def staging_dir(output: Path) -> Iterator[Path]:
     """A temporary directory on the output's file system, removed on the way out (with whatever
     an interrupted import left in it): the recorder writes there, :func:`place_outputs` moves."""
     parent = output if _is_directory_target(output) else output.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".wrtfd-import-", dir=parent) as tmp:
+    with _made_folders(parent), tempfile.TemporaryDirectory(prefix=".wrtfd-import-", dir=parent) as tmp:
         yield Path(tmp)
+
+
+@contextmanager
+def _made_folders(folder: Path) -> Iterator[None]:
+    """``folder`` and its missing parents, made now; on an error (Ctrl-C too) the ones made here
+    are removed again, deepest first, each only if it is empty."""
+    made: list[Path] = []
+    missing = folder
+    while not missing.exists() and missing != missing.parent:
+        made.append(missing)
+        missing = missing.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        for d in made:  # deepest first
+            with contextlib.suppress(OSError):  # not empty, or gone: leave it
+                d.rmdir()
+        raise
 
 
 def _is_directory_target(output: Path) -> bool:

@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import random
+import secrets
 import select
 import termios
 import time
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from wrtfd.decoders.ubx import UbxFramer
+from wrtfd.errors import WrtfdError
 from wrtfd.simulate.gnss import Drive, GnssErrors, UbxReceiver, nmea_epoch, truth_laps
 
 __all__ = ["GnssPty", "PtyStats", "baud_constant"]
@@ -43,6 +45,45 @@ def baud_constant(baud: int) -> int:
     if value is None:
         raise ValueError(f"no termios constant for {baud} baud")
     return int(value)
+
+
+def _check_link(link: Path) -> None:
+    """Refuse ``--link`` at a path holding anything but a symlink to a pty (a previous run's,
+    left by a crash): the simulator replaces the link and removes it on exit, and must never do
+    that to a file of the user's.
+
+    :raises WrtfdError: one line naming ``link``.
+    """
+    if not os.path.lexists(link):
+        return
+    if not link.is_symlink():
+        raise WrtfdError(f"--link {link}: exists and is not a symlink; give a new name")
+    target = os.readlink(link)
+    if not (target.startswith("/dev/pts/") or target.startswith("/dev/pty")):
+        raise WrtfdError(f"--link {link}: a symlink to {target}, not to a pty; give a new name")
+
+
+def _make_link(pty: str, link: Path) -> None:
+    """A symlink ``link`` -> ``pty``, made under a fresh name beside it and renamed onto it."""
+    for _ in range(100):
+        tmp = link.with_name(f".{link.name}.{secrets.token_hex(4)}.new")
+        try:
+            os.symlink(pty, tmp)
+        except FileExistsError:
+            continue  # somebody else's: never touch it
+        except OSError as exc:
+            # name the link (``exc.filename`` would be the pty, which exists)
+            raise OSError(exc.errno, exc.strerror, str(link)) from exc
+        break
+    else:
+        raise WrtfdError(f"--link {link}: no free temporary name beside it")
+    try:
+        _check_link(link)  # again, just before the rename (another process may have made it)
+        os.replace(tmp, link)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 @dataclass(slots=True)
@@ -88,6 +129,8 @@ class GnssPty:
         self.start_delay_s = start_delay_s
         self.hold_s = hold_s
         self.noise = random.Random(seed ^ 0x5A5A)
+        if link is not None:
+            _check_link(link)  # before the pty: a refusal leaves nothing open
         self.master, self.slave = os.openpty()
         tty.setraw(self.master)
         tty.setraw(self.slave)
@@ -98,11 +141,11 @@ class GnssPty:
         self.path = os.ttyname(self.slave)
         self.link = link
         if link is not None:
-            tmp = link.with_name(link.name + ".new")
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
-            os.symlink(self.path, tmp)
-            os.replace(tmp, link)
+            try:
+                _make_link(self.path, link)
+            except BaseException:
+                self.close()
+                raise
         self.framer = UbxFramer()
         self.stats = PtyStats()
         #: Simulated time (s) the car started at; None before.
@@ -276,6 +319,6 @@ class GnssPty:
             with contextlib.suppress(OSError):
                 os.close(fd)
         if self.link is not None:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):  # gone, or no longer a symlink: not ours
                 if os.readlink(self.link) == self.path:
                     self.link.unlink()
