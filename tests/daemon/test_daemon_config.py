@@ -71,9 +71,7 @@ def test_unknown_keys_are_errors_at_every_level() -> None:
     with pytest.raises(ConfigError) as info:
         parse_config(data, "c.toml")
     lines = str(info.value).splitlines()
-    assert "c.toml: sources[0].baud: unknown key" in lines
-    assert "c.toml: recorder.outdir: unknown key" in lines
-    assert "c.toml: extra: unknown key" in lines
+    assert lines == ["c.toml: sources[0].baud: unknown key; recorder.outdir: unknown key; extra: unknown key"]
 
 
 def test_unknown_and_missing_kind() -> None:
@@ -218,7 +216,10 @@ _text = st.text(st.characters(blacklist_categories=["Cs"]), max_size=20)
 
 
 @given(
-    metadata=st.dictionaries(_text, _text, max_size=5),
+    # (keys the writer can take: not empty, not one it writes itself)
+    metadata=st.dictionaries(
+        _text.filter(lambda k: k not in ("", "wrtf.schema", "wrtfd.check")), _text, max_size=5
+    ),
     rate=st.integers(1, 1000),
     fsync=st.floats(0.001, 1000, allow_nan=False),
 )

@@ -187,8 +187,31 @@ _FORZA = '[[sources]]\nkind = "udp"\nprotocol = "forza"\nport = 5300\n'
             'schema = "/nonexistent/frame.wrtf.yaml"\n',
             "recorder.schema: /nonexistent/frame.wrtf.yaml",
         ),
+        # a key the writer writes itself: refused at start, not at the first frame (which
+        # killed the daemon after journal lines claiming frames, with no file left)
+        (_FORZA, 'metadata = { "wrtf.schema" = "x" }\n', "recorder.metadata: metadata key 'wrtf.schema'"),
+        (_FORZA, 'metadata = { "wrtfd.check.salt" = "00" }\n', "metadata key 'wrtfd.check.salt'"),
+        # every problem, one line
+        (
+            _FORZA,
+            "rate_hz = 0\nfsync_interval_s = 0\n",
+            "recorder.rate_hz: expected greater than or equal to 1; recorder.fsync_interval_s: ",
+        ),
+        (_FORZA + 'allow_from = ["999.1.1.1"]\n', "", "sources[0].allow_from: '999.1.1.1' is not an IP"),
     ],
-    ids=["type", "protocol", "unknown-key", "decoder-option", "recorder-template", "range", "pinned-schema"],
+    ids=[
+        "type",
+        "protocol",
+        "unknown-key",
+        "decoder-option",
+        "recorder-template",
+        "range",
+        "pinned-schema",
+        "reserved-metadata",
+        "check-metadata",
+        "two-errors",
+        "allow-from",
+    ],
 )
 def test_bad_config_exits_2_and_creates_nothing(
     tmp_path: Path, source: str, recorder_keys: str, message: str
@@ -206,6 +229,59 @@ def test_bad_config_exits_2_and_creates_nothing(
     assert message in d.lines[0]
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["wrtfd.toml"]
+
+
+@pytest.mark.parametrize("where", ["itself", "parent"])
+def test_output_dir_that_is_a_file_is_a_config_error(tmp_path: Path, where: str) -> None:
+    """A regular file where the directory (or one of its parents) should be: one line naming
+    ``recorder.output_dir``, exit 2 (no restart loop under systemd), not a daemon crash."""
+    blocker = tmp_path / "rec"
+    blocker.write_text("not a directory")
+    out = blocker if where == "itself" else blocker / "sub"
+    status_port = free_port()
+    text = f'{_FORZA}[recorder]\noutput_dir = "{out}"\n[status]\nport = {status_port}\n'
+    d = Daemon(tmp_path, text, status_port=status_port).start()
+    try:
+        assert d.wait_exit() == 2
+    finally:
+        d.stop()
+    assert len(d.lines) == 1, d.stderr
+    assert d.lines[0].startswith(f"wrtfd: error: {d.config_path}: recorder.output_dir: "), d.lines[0]
+    assert "not a directory" in d.lines[0]
+    check = run_cli("config", "check", str(d.config_path))
+    assert check.returncode == 2
+    assert check.stderr.count("\n") == 1 and "recorder.output_dir: " in check.stderr
+
+
+def test_a_write_failure_is_logged_and_the_exit_says_so(
+    tmp_path: Path, shared_data: Path, ports: dict[str, int]
+) -> None:
+    """The recordings directory replaced by a file while running (as a removed or unwritable
+    directory would): one error line naming the file and the error, the session's line says
+    its frames were not all written, and the stop neither claims every file was finalized nor
+    exits 0."""
+    out = tmp_path / "rec"
+    sources = udp_source("forza", "forza", ports["forza"])
+    d = Daemon(tmp_path, _config(out, ports["status"], sources), status_port=ports["status"]).start()
+    try:
+        d.wait_ready()
+        out.rmdir()
+        out.write_text("in the way")
+        sent = send_paced(ports["forza"], forza_datagrams(shared_data)[:120])
+        wait_for(lambda: _source_count(d, "forza") == sent, "forza datagrams counted")
+        wait_for(lambda: d.status()["recorder"]["errors"] > 0, "the write error in status")
+        d.signal(signal.SIGTERM)
+        assert d.wait_exit() == 3, d.stderr
+    finally:
+        d.stop()
+    errors = [line for line in d.lines if "write failed for group main" in line]
+    assert len(errors) >= 1, d.stderr
+    assert "ERROR" in errors[0] and str(out) in errors[0] and "(EEXIST)" in errors[0], errors[0]
+    ended = [line for line in d.lines if "session ended in group main" in line]
+    assert ended and "NOT all written" in ended[-1], d.stderr
+    assert "every session and file finalized" not in d.stderr
+    assert any("write error(s)" in line and "were not written" in line for line in d.lines), d.stderr
+    assert "Traceback" not in d.stderr and "CRITICAL" not in d.stderr
 
 
 def test_a_failing_source_is_restarted_and_never_stops_the_others(

@@ -36,6 +36,7 @@ def register(subparsers: Any) -> None:
     schema.add_argument("--config", type=Path, help="config file (default: as `wrtfd run` would choose)")
     schema.add_argument("--group", help="recording group (needed when the config has several)")
     schema.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
+    schema.add_argument("--force", action="store_true", help="overwrite OUTPUT if it exists")
     schema.set_defaults(func=_schema)
 
 
@@ -104,27 +105,51 @@ def _resolved_reference(loaded: Any, spec: str) -> str:
     return f"{loaded.resolve(Path(file))}{where}"
 
 
+def _absolute_paths(loaded: Any, model: Any, data: dict[str, Any], where: str = "") -> None:
+    """Every path of ``model`` (dumped as ``data``) made absolute the way the daemon resolves it,
+    so what ``show`` prints means the same from any directory: each field that holds a path (or
+    a table of paths: ``recorder.schema``) against the config file's directory, except the two
+    that the daemon takes from elsewhere (``recorder.output_dir``: the state directory;
+    ``fleet.queue_dir``: under it), and decoder ``options`` by the decoders' own rule
+    (:func:`wrtfd.daemon.wiring.resolve_option_paths`). Nested tables and lists are walked."""
+    from pydantic import BaseModel
+
+    from wrtfd.daemon.wiring import resolve_option_paths
+
+    out = loaded.output_dir()
+    special = {"recorder.output_dir": lambda _p: out, "fleet.queue_dir": lambda p: out / p}
+    for name, field in type(model).model_fields.items():
+        key = field.alias or name
+        value = getattr(model, name)
+        if key not in data:
+            continue
+        dotted = f"{where}.{key}" if where else key
+        if isinstance(value, Path):
+            data[key] = str(special.get(dotted, loaded.resolve)(value))
+        elif isinstance(value, BaseModel) and isinstance(data[key], dict):
+            _absolute_paths(loaded, value, data[key], dotted)
+        elif isinstance(value, dict) and value and all(isinstance(v, Path) for v in value.values()):
+            data[key] = {k: str(loaded.resolve(v)) for k, v in value.items()}
+        elif key == "options" and isinstance(value, dict):
+            data[key] = resolve_option_paths(data[key], loaded.base_dir)
+        elif isinstance(value, tuple | list) and isinstance(data[key], list):
+            for item, dumped in zip(value, data[key], strict=False):
+                if isinstance(item, BaseModel) and isinstance(dumped, dict):
+                    _absolute_paths(loaded, item, dumped, dotted)
+
+
 def _show(args: argparse.Namespace) -> int:
     from wrtfd.daemon.config import load_effective_config
     from wrtfd.daemon.toml_out import dumps
 
     loaded = load_effective_config(args.config)
     data = loaded.config.model_dump(mode="json", by_alias=True)
-    data["recorder"]["output_dir"] = str(loaded.output_dir())
-    pinned = data["recorder"].get("schema")  # paths shown resolved, like definitions and tracks
-    if isinstance(pinned, str):
-        data["recorder"]["schema"] = str(loaded.resolve(Path(pinned)))
-    elif isinstance(pinned, dict):
-        data["recorder"]["schema"] = {g: str(loaded.resolve(Path(p))) for g, p in pinned.items()}
+    _absolute_paths(loaded, loaded.config, data)  # definitions, tracks, DBCs, circuits, ...
     ordered = []
     for src, cfg in zip(data["sources"], loaded.config.sources, strict=True):
         src["name"] = cfg.source_name
-        path = loaded.definition_path(cfg)
-        if path is not None:
-            src["definition"] = str(path)
         track = loaded.track_path(cfg)
         if track is not None:
-            src["track"] = str(track)
             if cfg.reference is not None:
                 src["reference"] = _resolved_reference(loaded, cfg.reference)
         else:  # the track's companion keys mean nothing without one: keep the listing short
@@ -162,5 +187,8 @@ def _schema(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text)
     else:
+        from wrtfd.cli.output_path import check_output
+
+        check_output(args.output, force=args.force)  # an existing file is refused without --force
         args.output.write_text(text, encoding="utf-8")
     return 0

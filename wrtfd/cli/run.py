@@ -6,7 +6,8 @@ port, recording into ``./recordings`` (``$STATE_DIRECTORY`` under systemd).
 
 Signals: SIGTERM/SIGINT stop (every file finalized), SIGHUP starts new sessions (mark a stint),
 a second SIGINT exits at once. Exit codes: 0 stopped cleanly, 1 failed while running, 2 bad
-config (nothing was created).
+config (nothing was created), 3 stopped but a recording failed on the way (a write error such
+as a full disk; the journal names the file).
 """
 
 from __future__ import annotations

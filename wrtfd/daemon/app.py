@@ -40,6 +40,7 @@ from wrtfd.daemon.status import UP_STATES, health_problems
 from wrtfd.daemon.supervise import supervise
 from wrtfd.daemon.watch import LifecycleWatch
 from wrtfd.daemon.wiring import gnss_lap_plugins, prepare
+from wrtfd.errors import ConfigError
 from wrtfd.recorder.markers import TooManyMarkersError
 
 if TYPE_CHECKING:
@@ -50,9 +51,13 @@ __all__ = ["Daemon", "run_daemon"]
 
 log = logging.getLogger("wrtfd")
 
-#: Exit codes: 0 clean stop, 1 failure at run time, 2 bad config (raised before we get here).
+#: Exit codes: 0 clean stop, 1 failure at run time, 2 bad config (raised before we get here),
+#: 3 stopped on request but a recording file failed on the way (a write error: ENOSPC, EACCES...;
+#: its frames since the error are lost). Under systemd ``Restart=on-failure`` a 3 from
+#: ``systemctl stop`` stays stopped (the unit shows failed); a 3 after any other SIGTERM restarts.
 EXIT_OK = 0
 EXIT_FAILURE = 1
+EXIT_WRITE_FAILED = 3
 EXIT_INTERRUPTED = 130
 
 DISK_REFRESH_S = 5.0
@@ -415,7 +420,20 @@ class Daemon:
             logging.shutdown()
             os._exit(EXIT_FAILURE)
         else:
-            log.info("stopped: every session and file finalized in %.2f s", took)
+            rec = self.recorder.stats_snapshot()
+            if rec.get("errors"):
+                # A file failed on the way: saying "every file finalized" and exiting 0 would lie.
+                log.error(
+                    "stopped in %.2f s, but %d write error(s) (last: %s); %d frame(s) were not"
+                    " written; the files that failed are named above",
+                    took,
+                    rec["errors"],
+                    rec.get("error") or "unknown",
+                    rec.get("frames_lost") or 0,
+                )
+                self.exit_code = EXIT_WRITE_FAILED
+            else:
+                log.info("stopped: every session and file finalized in %.2f s", took)
         if self.laps is not None:  # the last lap records written and fsynced
             await anyio.to_thread.run_sync(self.laps.close)
         if self.fleet is not None:  # the last files into the upload queue, the last events out
@@ -429,7 +447,15 @@ def run_daemon(config_path: Path | None) -> int:
     configure_logging(
         level=cfg.level, fmt=cfg.format, repeat_interval_s=cfg.repeat_interval_s, stream=sys.stderr
     )
-    daemon = Daemon(prepare(loaded))  # everything config-dependent is built (or refused) before any I/O
+    pipeline = prepare(loaded)  # everything config-dependent is built (or refused) before any I/O
+    try:  # the first thing created; a file in the way or no permission is the config's problem
+        pipeline.output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"{loaded.origin}: recorder.output_dir: cannot create {pipeline.output_dir}:"
+            f" {exc.strerror or exc}"
+        ) from None
+    daemon = Daemon(pipeline)
     try:
         return anyio.run(daemon.main, backend="asyncio")
     except Exception as exc:  # a bug: one line in the journal (traceback with WRTFD_DEBUG=1)

@@ -268,6 +268,19 @@ class UdpSourceConfig(_SourceBase):
     #: crash bound: each 0.1 s less costs about a third more CPU and bounds a crash 0.1 s tighter.
     read_interval_s: Annotated[float, Field(ge=0, le=1)] = UDP_READ_INTERVAL_S
 
+    @field_validator("allow_from")
+    @classmethod
+    def _allowlist(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        """Parsed by the source's own allowlist, so the error names this key at start."""
+        if value is not None:
+            from wrtfd.sources.udp import SenderAllowlist
+
+            try:
+                SenderAllowlist(value)
+            except ConfigError as exc:
+                raise ValueError(str(exc).removeprefix("allow_from: ")) from None
+        return value
+
 
 class AssettoCorsaSourceConfig(_SourceBase):
     """Assetto Corsa remote telemetry: we handshake with the game and it streams back to us."""
@@ -435,7 +448,8 @@ class RecorderConfig(_Model):
     engine_tick_s: Annotated[float, Field(ge=0.001, le=0.5)] = durability.TICK_S
     #: Bound of the intake between sources and the recorder, in samples.
     queue_size: Annotated[int, Field(ge=16, le=1_000_000)] = 4096
-    #: File-level metadata ("Track", "Driver", ...), stored in every file.
+    #: File-level metadata ("Track", "Driver", ...), stored in every file. Keys the writer
+    #: writes itself (``wrtf.schema``, the frame check's ``wrtfd.check*``) are refused.
     metadata: dict[str, str] = Field(default_factory=dict)
     #: Pin the frame layout: a WRTF definition (``wrtfd config schema`` writes one) that the
     #: frame composed from the sources must match, checked at start, so that a changed config or
@@ -450,6 +464,20 @@ class RecorderConfig(_Model):
     ) = False
     #: All tap files together stay under this; the oldest is removed first.
     raw_tap_max_bytes: Annotated[int, Field(ge=1 << 20)] = RAW_TAP_MAX_BYTES
+
+    @field_validator("metadata")
+    @classmethod
+    def _writable_metadata(cls, value: dict[str, str]) -> dict[str, str]:
+        """The writer's own rule (:func:`wrtfd.recorder.files.check_metadata`), at start rather
+        than at the first file."""
+        from wrtfd.errors import FormatError
+        from wrtfd.recorder.files import check_metadata
+
+        try:
+            check_metadata(value)
+        except FormatError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
 
 class StatusConfig(_Model):
@@ -769,7 +797,8 @@ def _toml_repr(value: object) -> str:
 
 
 def format_validation_error(origin: str, exc: ValidationError, data: object) -> str:
-    """One line per problem: ``FILE: key.path: what was expected``."""
+    """Every problem on one line (an error is one line): ``FILE: key.path: what was expected;
+    other.key: ...``."""
     lines = []
     errors = exc.errors()
     # A list whose items failed is also reported "too short" (failed items are left out of
@@ -782,11 +811,10 @@ def format_validation_error(origin: str, exc: ValidationError, data: object) -> 
     ]
     for error in errors[:MAX_REPORTED_ERRORS]:
         path = _loc_path(error.get("loc", ()), data)
-        where = f"{origin}: {path}: " if path else f"{origin}: "
-        lines.append(where + _describe(error))
+        lines.append(f"{path}: {_describe(error)}" if path else _describe(error))
     if len(errors) > MAX_REPORTED_ERRORS:
-        lines.append(f"{origin}: ... and {len(errors) - MAX_REPORTED_ERRORS} more problems")
-    return "\n".join(lines)
+        lines.append(f"... and {len(errors) - MAX_REPORTED_ERRORS} more problems")
+    return f"{origin}: " + "; ".join(" ".join(line.split()) for line in lines)
 
 
 # --- loading -----------------------------------------------------------------------------------

@@ -16,7 +16,18 @@ recording. What an operator reading ``journalctl -u wrtfd`` after a track day se
     disk low: 150 MiB free on /var/lib/wrtfd (below 200 MiB)
 
 Lines are at info; a source going silent, a disk getting full and a file left incomplete are
-warnings. Each kind of line (sessions, files, per group; per source; disk) is rate limited like
+warnings; a write that failed (ENOSPC, EACCES, the directory removed...) is an error naming the
+file and the error, the file it ended is named with the frames it holds (or as removed, when it
+held none), and the session-ended line of a session that lost frames that way says they were
+not all written::
+
+    write failed for group main: /var/lib/wrtfd/..._forza.wrtf: No space left on device (ENOSPC);
+        frames are dropped (counted in wrtfd status) until a new file is tried in 1 s
+    file closed for group main: /var/lib/wrtfd/..._forza.wrtf, 983 frames, 0.4 MiB, incomplete
+        after a write error (No space left on device (ENOSPC)): wrtfd repair finalizes it
+    session ended in group main (stopping): 21.2 s, 1272 frames, 0 dropped ticks; NOT all
+        written: a write failed (see the file lines for what the files hold)
+ Each kind of line (sessions, files, per group; per source; disk) is rate limited like
 the drop lines, with a burst: at most :data:`BURST` lines in any ``logging.repeat_interval_s``,
 so a flapping source or a rotation every second cannot flood the journal; the next line that
 passes says how many were held back, and so does a last line at shutdown.
@@ -50,6 +61,7 @@ from wrtfd.recorder.observe import (
     SessionEnded,
     SessionStarted,
     SourceStateChanged,
+    WriteFailed,
 )
 
 __all__ = ["BURST", "CAPACITY", "Journal", "describe", "start_journal"]
@@ -91,10 +103,23 @@ def _size(n: int) -> str:
     return f"{n / (1 << 30):.2f} GiB"
 
 
-def describe(event: RecordingEvent) -> tuple[int, str, str] | None:
-    """``(level, line, rate key)`` for an event (pure); None for events the journal skips."""
+def describe(event: RecordingEvent, *, write_failed: bool = False) -> tuple[int, str, str] | None:
+    """``(level, line, rate key)`` for an event (pure); None for events the journal skips.
+
+    ``write_failed``: a write of the event's group failed during the session (a session-ended
+    line then says that its frames were not all written)."""
     level = logging.INFO
-    if isinstance(event, SessionStarted | SessionEnded):
+    if isinstance(event, WriteFailed):
+        key = f"write:{event.group}"
+        level = logging.ERROR
+        then = (
+            "; the file is left as far as it got"
+            if event.retry_s is None
+            else "; frames are dropped (counted in wrtfd status) until a new file is tried"
+            f" in {event.retry_s:g} s"
+        )
+        text = f"write failed for group {event.group}: {event.path}: {event.error}{then}"
+    elif isinstance(event, SessionStarted | SessionEnded):
         key = f"session:{event.group}"
         if isinstance(event, SessionStarted):
             text = f"session started in group {event.group} ({_STARTED.get(event.reason, event.reason)})"
@@ -107,6 +132,9 @@ def describe(event: RecordingEvent) -> tuple[int, str, str] | None:
                 text += f", {event.laps} lap{'' if event.laps == 1 else 's'}"
             if event.best_lap_s is not None:
                 text += f", best {event.best_lap_s:.3f} s"
+            if write_failed:
+                level = logging.WARNING
+                text += "; NOT all written: a write failed (see the file lines for what the files hold)"
     elif isinstance(event, FileOpened):
         key = f"file:{event.group}"
         if event.reason == "rotate":
@@ -119,7 +147,13 @@ def describe(event: RecordingEvent) -> tuple[int, str, str] | None:
         text = (
             f"file closed for group {event.group}: {event.path}, {event.frames} frames, {_size(event.bytes)}"
         )
-        if event.complete:
+        if event.error and event.frames == 0:
+            level = logging.WARNING
+            text = f"file removed for group {event.group}: {event.path}: nothing written ({event.error})"
+        elif event.error:
+            level = logging.WARNING
+            text += f", incomplete after a write error ({event.error}): wrtfd repair finalizes it"
+        elif event.complete:
             text += ", complete"
         else:
             level = logging.WARNING
@@ -191,6 +225,10 @@ class Journal:
         self._loop_thread: int | None = None
         self.lost = 0
         self._lost_reported = 0
+        # Groups whose writes fail (until a file opens again); groups with a failed write in
+        # their current session (its session-ended line says so).
+        self._failing: set[str] = set()
+        self._failed_in_session: set[str] = set()
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Log on ``loop`` from now on (call it on that loop's thread)."""
@@ -230,7 +268,15 @@ class Journal:
             lost = self.lost - self._lost_reported
             self._lost_reported = self.lost
         for event in events:
-            line = describe(event)
+            group = getattr(event, "group", None)
+            if isinstance(event, WriteFailed):
+                self._failing.add(event.group)
+                self._failed_in_session.add(event.group)
+            elif isinstance(event, FileOpened):
+                self._failing.discard(event.group)  # a new file: writing works again
+            elif isinstance(event, SessionStarted) and event.group not in self._failing:
+                self._failed_in_session.discard(event.group)
+            line = describe(event, write_failed=group in self._failed_in_session)
             if line is None:
                 continue
             level, text, key = line

@@ -63,6 +63,7 @@ __all__ = [
     "build_source",
     "build_sources",
     "check_buildable",
+    "check_output_dir",
     "check_pinned_schema",
     "composed_schemas",
     "fleet_reference_targets",
@@ -695,8 +696,27 @@ def build_sources(loaded: LoadedConfig) -> list[BuiltSource]:
     return [build_source(loaded, i, src) for i, src in enumerate(loaded.config.sources)]
 
 
+def check_output_dir(loaded: LoadedConfig, output_dir: Path) -> None:
+    """``recorder.output_dir`` is, or can become, a directory: it and every parent that exists
+    are directories (looked at only: creating it is the daemon's job, at start).
+
+    :raises ConfigError: naming the key and the part that is not a directory.
+    """
+    for part in (output_dir, *output_dir.parents):
+        if os.path.isdir(part):
+            return
+        if os.path.lexists(part):
+            what = (
+                "is not a directory"
+                if part == output_dir
+                else f"cannot be created: {part} is not a directory"
+            )
+            raise ConfigError(f"{loaded.origin}: recorder.output_dir: {output_dir} {what}")
+
+
 def check_buildable(loaded: LoadedConfig) -> list[BuiltSource]:
     """What ``wrtfd config check`` adds to validation: every decoder, source and policy builds."""
+    check_output_dir(loaded, loaded.output_dir())
     built = build_sources(loaded)
     _recorder(loaded, built, loaded.output_dir())
     if loaded.config.foxglove.enabled:  # [foxglove]: its extra must be installed
@@ -720,8 +740,9 @@ def composed_schemas(loaded: LoadedConfig) -> dict[str, Schema]:
 
 def prepare(loaded: LoadedConfig, env: Mapping[str, str] | None = None) -> Pipeline:
     """Build every part of the daemon; raises ConfigError before anything is created on disk."""
-    built = build_sources(loaded)
     output_dir = loaded.output_dir(env)
+    check_output_dir(loaded, output_dir)
+    built = build_sources(loaded)
     hub = ObserverHub()
     # One wall-clock offset for every recording and the raw tap: the tap stamps each packet with
     # its receive time on the wall clock, and an import of the tap then finds the recordings'

@@ -50,13 +50,16 @@ import numpy as np
 
 from wrtfd.errors import ConfigError, FormatError
 from wrtfd.format import Schema, Writer
-from wrtfd.format.check import with_check
-from wrtfd.recorder.observe import FileClosed, FileOpened, RecordingEvent
+from wrtfd.format.check import CHECK_KEYS, with_check
+from wrtfd.format.spec import SCHEMA_METADATA_KEY
+from wrtfd.format.writer import encode_file_header
+from wrtfd.recorder.observe import FileClosed, FileOpened, RecordingEvent, WriteFailed
 
 __all__ = [
     "DEFAULT_TEMPLATE",
     "FileSink",
     "SinkState",
+    "check_metadata",
     "check_template",
     "join_records",
     "render_name",
@@ -102,6 +105,20 @@ def check_template(template: str) -> None:
             raise ConfigError(f"file_template: unknown placeholder {{{name}}} (known: {known})")
     if "/" in template or "\\" in template or template in ("", ".", ".."):
         raise ConfigError(f"file_template {template!r}: a file name, without directories")
+
+
+def check_metadata(metadata: Mapping[str, str]) -> None:
+    """Refuse user metadata that a :class:`FileSink` file could not take: a key its writer writes
+    itself (the embedded schema, the frame check's keys: the sink always writes both) or a key
+    or value the writer cannot encode. The writer's own constants and encoder decide, so this
+    is the writer's rule, checked when the config is read instead of at the first file.
+
+    :raises FormatError: naming the key.
+    """
+    for key in metadata:
+        if key == SCHEMA_METADATA_KEY or key in CHECK_KEYS:
+            raise FormatError(f"metadata key {key!r} is written by the writer itself (N5)")
+    encode_file_header(1, 1, list(metadata.items()))
 
 
 def render_name(template: str, *, start_us: int, fields: Mapping[str, object], seq: int = 0) -> str:
@@ -205,6 +222,7 @@ class FileSink:
         self.bytes_total = 0
         self.errors = 0
         self.last_error: str | None = None
+        self._last_reason = ""  # the last error without its path: "No space left on device (ENOSPC)"
         self.error_log: deque[str] = deque(maxlen=16)  # recent errors, oldest first
         self._file_start_us = 0
         self._file_frames = 0
@@ -438,8 +456,12 @@ class FileSink:
             },
             seq=self.files,
         )
-        self.output_dir.mkdir(parents=True, exist_ok=True)
         path = self.output_dir / name
+        try:  # the directory removed, or a file in its place, is a write error like the others
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self._fail(exc, start_us, path=path)
+            return False
         stem, k = path.stem, 1
         while path.exists():
             path = self.output_dir / f"{stem}-{k}.wrtf"
@@ -565,7 +587,10 @@ class FileSink:
                 self._remove_empty(w.path)
         self._dirty_since = None
         if self.on_event is not None:
-            self.on_event(FileClosed(self.group, str(w.path), self._file_frames, w.bytes_written, complete))
+            error = "" if complete else self._last_reason
+            self.on_event(
+                FileClosed(self.group, str(w.path), self._file_frames, w.bytes_written, complete, error)
+            )
 
     def _remove_empty(self, path: Path) -> None:
         try:
@@ -575,16 +600,22 @@ class FileSink:
         if path in self.paths:
             self.paths.remove(path)
 
-    def _record_error(self, exc: OSError, path: Path | None) -> None:
+    def _record_error(self, exc: OSError, path: Path | None, *, retry_s: float | None = None) -> None:
+        """Count and keep the error; tell the observers (the journal's error line)."""
         self.errors += 1
         name = errno.errorcode.get(exc.errno or 0, "EIO")
-        self.last_error = f"{path}: {exc.strerror or exc} ({name})"
+        self._last_reason = f"{exc.strerror or exc} ({name})"
+        self.last_error = f"{path}: {self._last_reason}"
         self.error_log.append(self.last_error)
+        if self.on_event is not None:
+            self.on_event(WriteFailed(self.group, str(path), self._last_reason, retry_s))
 
     def _fail(self, exc: OSError, now_us: int, *, path: Path | None = None) -> None:
         """An I/O error: close as cleanly as the disk allows, retry later (see module doc)."""
         w = self.writer
-        self._record_error(exc, path or (w.path if w is not None else None))
+        self._failures += 1
+        backoff = min(self.retry_us * (1 << min(self._failures - 1, 30)), self.retry_max_us)
+        self._record_error(exc, path or (w.path if w is not None else None), retry_s=backoff / 1e6)
         self._in_file_session = False
         if w is not None:
             self.writer = None
@@ -592,11 +623,13 @@ class FileSink:
                 w.close()
             except OSError:
                 pass  # the writer has truncated back to its last complete record and closed
-            if self._file_frames == 0:
+            frames = self._file_frames
+            if frames == 0:
                 self._remove_empty(w.path)
+            if self.on_event is not None:  # what the file holds: the frames before the error
+                size = w.bytes_written if frames else 0
+                self.on_event(FileClosed(self.group, str(w.path), frames, size, False, self._last_reason))
         self._dirty_since = None
-        self._failures += 1
-        backoff = min(self.retry_us * (1 << min(self._failures - 1, 30)), self.retry_max_us)
         self._failing = True
         self._retry_at_us = now_us + backoff
 

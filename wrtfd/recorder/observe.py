@@ -36,6 +36,7 @@ __all__ = [
     "SessionEnded",
     "SessionStarted",
     "SourceStateChanged",
+    "WriteFailed",
 ]
 
 log = logging.getLogger("wrtfd.observe")
@@ -59,6 +60,23 @@ class FileClosed:
     bytes: int
     #: True when the document footer was written (the file validates without repair).
     complete: bool
+    #: Why it was closed early: the write error ("" when it was not): ``frames`` and ``bytes``
+    #: are then what the file holds up to its last complete record (0 frames: removed).
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WriteFailed:
+    """A write, flush, fsync, open or close of a recording failed (ENOSPC, EACCES, EIO...):
+    frames are dropped (counted in status) until a new file is tried, ``retry_s`` later."""
+
+    group: str
+    #: The file that failed (the one being opened, when the open failed).
+    path: str
+    #: The OS error and its name: ``Permission denied (EACCES)``.
+    error: str
+    #: When the next file is tried (None: no retry; the file was being closed).
+    retry_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +181,7 @@ RecordingEvent = (
     | SourceStateChanged
     | DiskSpaceChanged
     | LapCompleted
+    | WriteFailed
 )
 
 #: The name each event goes by outside the process (the pit-wall page's ``kind``, the fleet's
@@ -176,6 +195,7 @@ EVENT_KINDS: dict[type, str] = {
     SourceStateChanged: "source",
     DiskSpaceChanged: "disk",
     LapCompleted: "lap_completed",
+    WriteFailed: "write_failed",
 }
 
 
