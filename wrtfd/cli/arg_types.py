@@ -7,7 +7,7 @@ import argparse
 import math
 from collections.abc import Callable
 
-__all__ = ["number"]
+__all__ = ["SECONDS", "number"]
 
 
 def number(low: float, high: float, *, above: bool = False) -> Callable[[str], float]:

@@ -35,6 +35,7 @@ __all__ = [
     "CollectReport",
     "Collector",
     "collect",
+    "object_info",
     "safe_relative",
 ]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from wrtfd.fleet.untrusted import number
 
-__all__ = ["Board", "DriverRow", "leaderboard"]
+__all__ = ["Board", "DriverRow", "lap_time", "leaderboard"]
 
 
 @dataclass(frozen=True, slots=True)

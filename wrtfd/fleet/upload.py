@@ -53,6 +53,7 @@ __all__ = [
     "chunk_subject",
     "digest_text",
     "meta_subject",
+    "object_digest",
     "pull_consumer",
     "read_chunks",
     "stream_name",

@@ -33,7 +33,16 @@ import numpy as np
 from wrtfd.fleet import untrusted
 from wrtfd.fleet.encoding import FleetDecodeError, Layout, decode_frames, decode_layout
 
-__all__ = ["MAX_GROUPS", "MAX_RIGS", "FleetView", "Row", "StatusSummary", "summarize_status"]
+__all__ = [
+    "MAX_GROUPS",
+    "MAX_RIGS",
+    "FleetView",
+    "GroupSummary",
+    "Row",
+    "StatusSummary",
+    "is_offline",
+    "summarize_status",
+]
 
 #: Rigs in the view; a new rig beyond them replaces the one heard from least recently.
 MAX_RIGS = 256
