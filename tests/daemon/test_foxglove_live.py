@@ -333,7 +333,7 @@ async def test_client_lines_are_rate_limited(schemas: dict[str, Schema]) -> None
     live = FoxgloveLive(FoxgloveConfig(port=_free_port()), schemas, ObserverHub())
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
-    handler.emit = records.append  # type: ignore[method-assign]
+    handler.emit = records.append  # type: ignore[method-assign, assignment]
     logger = logging.getLogger("wrtfd.foxglove")
     level = logger.level
     logger.setLevel(logging.INFO)

@@ -243,6 +243,7 @@ def test_a_websocket_upgrade_is_refused_cleanly_and_counted(caplog: pytest.LogCa
 
 def test_pages_refused_past_max_pages_are_counted() -> None:
     with running_server() as srv:
+        assert srv.server.broadcaster is not None
         srv.server.broadcaster.max_subscribers = 2
         socks = []
         try:
