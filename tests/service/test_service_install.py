@@ -219,6 +219,30 @@ def test_relative_path_outside_the_config_dir_is_refused(
     assert "sources[1].options.dbc: '../car.dbc' leaves the config's directory" in err
 
 
+@pytest.mark.parametrize(
+    ("out_dir", "why"),
+    [
+        ("/tmp/rec", "under /tmp, which the service does not see (PrivateTmp=yes)"),
+        ("/home/pi/rec", "under /home, which the service does not see (ProtectHome=yes)"),
+    ],
+)
+def test_an_output_dir_the_sandbox_hides_is_named_for_what_it_is(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], out_dir: str, why: str
+) -> None:
+    """It said read-only and suggested ReadWritePaths=, which cannot show a private /tmp or /home."""
+    cfg = tmp_path / "car.toml"
+    shutil.copy(REPO / "config/example-car.dbc", tmp_path / "example-car.dbc")
+    text = INCAR.read_text()
+    assert "[recorder]\n" in text
+    cfg.write_text(text.replace("[recorder]\n", f'[recorder]\noutput_dir = "{out_dir}"\n', 1))
+    code, lines, _ = service(capsys, "install", "--root", str(root), "--config", str(cfg), "--dry-run")
+    assert code == 0
+    (warning,) = [ln for ln in lines if "recorder.output_dir" in ln]
+    assert warning.startswith(f"warning: recorder.output_dir {out_dir} is {why}")
+    assert "ReadWritePaths" not in warning and "use a relative path" in warning
+    assert ("deleted when it stops" in warning) == out_dir.startswith("/tmp")
+
+
 def test_instance_install_and_uninstall_keeps_recordings(
     root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -313,7 +313,15 @@ def _warn_about_paths(
                 f"({entry.option})"
             )
     out_dir = loaded.config.recorder.output_dir
-    if out_dir.is_absolute() and Path(STATE_DIR) not in [out_dir, *out_dir.parents]:
+    where = hidden_by(out_dir, hidden) if out_dir.is_absolute() else None
+    if where is not None:  # PrivateTmp, ProtectHome: ReadWritePaths= would not show it either
+        steps.out(
+            f"warning: recorder.output_dir {out_dir} is under {where.path}, which the service does "
+            f"not see ({where.option}): its recordings would go where nobody finds them"
+            + (", and be deleted when it stops" if where.option.startswith("PrivateTmp") else "")
+            + f"; use a relative path (under {STATE_DIR})"
+        )
+    elif out_dir.is_absolute() and Path(STATE_DIR) not in [out_dir, *out_dir.parents]:
         steps.out(
             f"warning: recorder.output_dir {out_dir} is read-only for the service (ProtectSystem=strict): "
             f"use a relative path (under {STATE_DIR}) or allow it with a drop-in "
