@@ -253,6 +253,22 @@ def test_output_dir_that_is_a_file_is_a_config_error(tmp_path: Path, where: str)
     assert check.stderr.count("\n") == 1 and "recorder.output_dir: " in check.stderr
 
 
+def test_an_output_dir_that_cannot_be_made_yet_is_a_failure_systemd_retries(tmp_path: Path) -> None:
+    """Not the config's fault (no permission, a disk not mounted yet; here /proc, where even root
+    cannot make a directory): one critical line naming the key and exit 1, which the unit's
+    ``Restart=on-failure`` tries again (exit 2 would stop it for good: RestartPreventExitStatus)."""
+    status_port = free_port()
+    out = "/proc/wrtfd-not-mounted/rec"
+    text = f'{_FORZA}[recorder]\noutput_dir = "{out}"\n[status]\nport = {status_port}\n'
+    d = Daemon(tmp_path, text, status_port=status_port).start()
+    try:
+        assert d.wait_exit() == 1
+    finally:
+        d.stop()
+    (line,) = [ln for ln in d.lines if "recorder.output_dir" in ln]
+    assert f"recorder.output_dir: cannot create {out}: No such file or directory" in line
+
+
 def test_a_write_failure_is_logged_and_the_exit_says_so(
     tmp_path: Path, shared_data: Path, ports: dict[str, int]
 ) -> None:

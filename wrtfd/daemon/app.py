@@ -448,13 +448,16 @@ def run_daemon(config_path: Path | None) -> int:
         level=cfg.level, fmt=cfg.format, repeat_interval_s=cfg.repeat_interval_s, stream=sys.stderr
     )
     pipeline = prepare(loaded)  # everything config-dependent is built (or refused) before any I/O
-    try:  # the first thing created; a file in the way or no permission is the config's problem
+    try:  # the first thing created
         pipeline.output_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
+    except (FileExistsError, NotADirectoryError) as exc:  # a file in the way: the config's problem
         raise ConfigError(
             f"{loaded.origin}: recorder.output_dir: cannot create {pipeline.output_dir}:"
             f" {exc.strerror or exc}"
         ) from None
+    except OSError as exc:  # no permission, a disk not mounted yet: systemd's restart tries again
+        log.critical("recorder.output_dir: cannot create %s: %s", pipeline.output_dir, exc.strerror or exc)
+        return EXIT_FAILURE
     daemon = Daemon(pipeline)
     try:
         return anyio.run(daemon.main, backend="asyncio")
