@@ -146,7 +146,7 @@ def test_export_of_sessions_whose_every_frame_fails_the_check(
     f.write_bytes(bytes(data))
     for p in tmp_path.glob("a?*.*"):
         p.unlink()
-    code = main(["export", str(f), "-o", str(out)])
+    code = main(["export", str(f), "-o", str(out), "--force"])  # over the first export's output
     err = capsys.readouterr().err
     assert "Traceback" not in err
     if suffix == ".ld":

@@ -448,6 +448,7 @@ def run_daemon(config_path: Path | None) -> int:
         level=cfg.level, fmt=cfg.format, repeat_interval_s=cfg.repeat_interval_s, stream=sys.stderr
     )
     pipeline = prepare(loaded)  # everything config-dependent is built (or refused) before any I/O
+    daemon = Daemon(pipeline)  # (refuses a missing extra: before anything is created)
     try:  # the first thing created
         pipeline.output_dir.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as exc:  # a file in the way: the config's problem
@@ -458,7 +459,6 @@ def run_daemon(config_path: Path | None) -> int:
     except OSError as exc:  # no permission, a disk not mounted yet: systemd's restart tries again
         log.critical("recorder.output_dir: cannot create %s: %s", pipeline.output_dir, exc.strerror or exc)
         return EXIT_FAILURE
-    daemon = Daemon(pipeline)
     try:
         return anyio.run(daemon.main, backend="asyncio")
     except Exception as exc:  # a bug: one line in the journal (traceback with WRTFD_DEBUG=1)

@@ -26,6 +26,7 @@ from wrtfd.recorder.observe import (
     SessionEnded,
     SessionStarted,
     SourceStateChanged,
+    WriteFailed,
 )
 
 
@@ -160,6 +161,7 @@ def test_every_recording_event_has_a_name_and_a_sentence_for_the_page() -> None:
         LapCompleted: LapCompleted(
             "main", 3, 88.4171, (29.1, 31.87, 27.4471), 10.0, 98.4171, 600, 5904, 1, 2
         ),
+        WriteFailed: WriteFailed("main", "/r/a.wrtf", "No space left on device (ENOSPC)", 1.0),
     }
     assert set(samples) == set(typing.get_args(RecordingEvent))  # a new event kind needs a row here
     view = LiveView()
@@ -171,6 +173,13 @@ def test_every_recording_event_has_a_name_and_a_sentence_for_the_page() -> None:
     assert docs[6]["text"] == "disk low: 150 MiB free on /r (below 200 MiB)"
     assert docs[7]["text"] == "lap 3 completed in group main: 1:28.417 (sectors 29.100, 31.870, 27.447)"
     assert (docs[7]["lap"], docs[7]["time_s"], docs[7]["warning"]) == (3, 88.417, False)
+    assert (docs[8]["path"], docs[8]["error"], docs[8]["retry_s"], docs[8]["warning"]) == (
+        "/r/a.wrtf",
+        "No space left on device (ENOSPC)",
+        1.0,
+        True,
+    )
+    assert docs[8]["text"].startswith("write failed for group main: /r/a.wrtf: No space left on device")
     assert all(d["text"] for d in docs)
 
 

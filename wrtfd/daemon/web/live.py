@@ -37,6 +37,7 @@ from wrtfd.recorder.observe import (
     SessionEnded,
     SessionStarted,
     SourceStateChanged,
+    WriteFailed,
 )
 
 __all__ = [
@@ -197,7 +198,8 @@ _PAGE_FIELDS: dict[type, tuple[str, ...]] = {
     SessionStarted: ("group", "reason", "wall_us"),
     SessionEnded: ("group", "reason", "duration_s", "laps", "best_lap_s"),
     FileOpened: ("group", "path", "wall_us"),
-    FileClosed: ("group", "path", "frames", "complete"),
+    FileClosed: ("group", "path", "frames", "complete", "error"),
+    WriteFailed: ("group", "path", "error", "retry_s"),
     SourceStateChanged: ("source", "state", "wall_us", "silent_s"),
     DiskSpaceChanged: ("path", "low", "free_bytes", "wall_us"),
     LapCompleted: ("group", "lap", "time_s", "wall_us", "valid", "pit"),
