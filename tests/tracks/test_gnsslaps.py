@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from wrtfd.simulate.car import CarState, Simulation
@@ -150,6 +150,7 @@ def _glitches(draw: st.DrawFn) -> tuple[int, tuple[float, float], bool]:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_glitches())
+@example((438, (math.nan, 0.0), False))  # a crossing timed from raw fixes, 70 ms off (CI)
 def test_a_wrong_velocity_counts_as_none(glitch: tuple[int, tuple[float, float], bool]) -> None:
     """One fix's velocity that no car could have (a receiver's glitch, a damaged message) is taken
     as a missing one: the laps are those of the same drive without that velocity, to the bit, live
@@ -164,7 +165,9 @@ def test_a_wrong_velocity_counts_as_none(glitch: tuple[int, tuple[float, float],
     assert _laps(timer, (t, x, y, ve, vn), smoothed=smoothed) == want
     truth = drive()[1]
     assert [lap[0] for lap in want] == [lap.number for lap in truth]
-    assert max(abs(got[1] - lap.time_s) for got, lap in zip(want, truth, strict=True)) < 0.05
+    # every lap once, and near the truth: a crossing next to the fix without a velocity is timed
+    # from raw fixes (1 m of noise, the line crossed at 21 m/s: 47 ms a metre; 3 sigma)
+    assert max(abs(got[1] - lap.time_s) for got, lap in zip(want, truth, strict=True)) < 0.15
 
 
 LINE = PlaneLine(0.0, -10.0, 0.0, 10.0)  # a north-south line; "right" drives east
