@@ -101,6 +101,15 @@ def test_missing_file_is_one_line(tmp_path: Path) -> None:
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
+def test_a_circuits_folder_that_is_not_there_is_one_line(
+    recorded: tuple[Path, Simulation, Path], tmp_path: Path
+) -> None:
+    """It was ignored: the laps were timed against the shipped circuits only, without a word."""
+    path, _, _ = recorded
+    r = wrtfd("laps", str(path), "--circuits", str(tmp_path / "mine"))
+    assert r.returncode == 2 and r.stderr == f"wrtfd: error: --circuits {tmp_path / 'mine'}: not a folder\n"
+
+
 def test_format_lap_time() -> None:
     from wrtfd.cli.laps import format_lap_time
 

@@ -76,6 +76,10 @@ def _run(args: argparse.Namespace) -> int:
     from wrtfd.tracks.circuit import load_circuit
     from wrtfd.tracks.filelaps import file_timing, time_session
 
+    if args.circuits is not None and not args.circuits.is_dir():  # was ignored: the shipped ones only
+        from wrtfd.errors import WrtfdError
+
+        raise WrtfdError(f"--circuits {args.circuits}: not a folder")
     track = load_track(args.track) if args.track else None
     circuit = load_circuit(args.circuit) if args.circuit else None
     result: list[dict[str, Any]] = []

@@ -23,6 +23,8 @@ import dataclasses
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -120,13 +122,15 @@ def _copy_range(src: BinaryIO, dst: BinaryIO, start: int, length: int) -> None:
         left -= len(chunk)
 
 
-def _copy_beside(src: Path, dst: Path, durable: bool) -> None:
-    """Copy ``src`` to ``dst`` through a temporary file beside ``dst`` (an error leaves nothing)."""
+@contextmanager
+def _beside(dst: Path, durable: bool) -> Iterator[BinaryIO]:
+    """A file written beside ``dst`` and renamed onto it when the block ends without an error
+    (flushed, and fsynced when ``durable``); an error leaves nothing."""
     fd, tmp_name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".repair", dir=dst.parent)
     tmp = Path(tmp_name)
     try:
-        with open(src, "rb") as fin, os.fdopen(fd, "wb") as fout:
-            shutil.copyfileobj(fin, fout, _COPY_CHUNK)
+        with os.fdopen(fd, "wb") as fout:
+            yield fout
             fout.flush()
             if durable:
                 os.fsync(fout.fileno())
@@ -135,6 +139,12 @@ def _copy_beside(src: Path, dst: Path, durable: bool) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _copy_beside(src: Path, dst: Path, durable: bool) -> None:
+    """Copy ``src`` to ``dst`` through a temporary file beside ``dst`` (an error leaves nothing)."""
+    with open(src, "rb") as fin, _beside(dst, durable) as fout:
+        shutil.copyfileobj(fin, fout, _COPY_CHUNK)
 
 
 def _footer_record(s: SessionInfo, schema: Schema) -> bytes:
@@ -220,31 +230,20 @@ def _repair(src: Path, dst: Path, schema: Schema | None, durable: bool) -> Repai
             src, dst, False, len(sessions), frames_kept, size - data_end, dropped, len(missing), True, False
         )
 
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".repair", dir=dst.parent)
-    tmp = Path(tmp_name)
-    try:
-        with open(src, "rb") as fin, os.fdopen(fd, "wb") as fout:
-            _copy_range(fin, fout, 0, data_start)
-            pos = data_start
-            entries = []
-            for s in sessions:
-                frames_end = s.frames_offset + s.frame_count * schema.frame_size
-                entries.append(SessionEntry(pos, pos + (frames_end - s.offset), s.frame_count))
-                _copy_range(fin, fout, s.offset, frames_end - s.offset)
-                if s.footer_offset is not None:
-                    _copy_range(fin, fout, s.footer_offset, footer_len)
-                else:
-                    fout.write(_footer_record(s, schema))
-                pos += frames_end - s.offset + footer_len
-            fout.write(encode_document_footer(entries))
-            fout.flush()
-            if durable:
-                os.fsync(fout.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dst)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with open(src, "rb") as fin, _beside(dst, durable) as fout:
+        _copy_range(fin, fout, 0, data_start)
+        pos = data_start
+        entries = []
+        for s in sessions:
+            frames_end = s.frames_offset + s.frame_count * schema.frame_size
+            entries.append(SessionEntry(pos, pos + (frames_end - s.offset), s.frame_count))
+            _copy_range(fin, fout, s.offset, frames_end - s.offset)
+            if s.footer_offset is not None:
+                _copy_range(fin, fout, s.footer_offset, footer_len)
+            else:
+                fout.write(_footer_record(s, schema))
+            pos += frames_end - s.offset + footer_len
+        fout.write(encode_document_footer(entries))
     used = sum(s.end_offset - s.offset for s in sessions)
     return RepairReport(
         src,
