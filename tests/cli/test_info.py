@@ -77,3 +77,25 @@ def test_info_not_a_wrtf_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(["info", str(f)]) == 2
     err = capsys.readouterr().err
     assert "not a WRTF file" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["info", "validate", "dump"])
+def test_a_fifo_or_a_device_is_one_line_at_once(tmp_path: Path, command: str) -> None:
+    """A FIFO blocked the open until a writer came (for ever, in a script); a device was read as
+    an empty file. In a subprocess with a timeout, so that the old behaviour fails, not hangs."""
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "pipe.wrtf"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/null")):
+        r = subprocess.run(
+            [sys.executable, "-m", "wrtfd", command, str(path)], capture_output=True, text=True, timeout=30
+        )
+        assert r.returncode == 2
+        assert r.stderr == f"wrtfd: error: {path}: not a regular file (a pipe or a device) (at byte 0)\n"
+    r = subprocess.run(
+        [sys.executable, "-m", "wrtfd", command, str(tmp_path)], capture_output=True, text=True
+    )
+    assert (r.returncode, r.stderr) == (2, f"wrtfd: error: Is a directory: {tmp_path}\n")

@@ -18,13 +18,15 @@ come out as frames. Opening a complete file does no CRC pass; :meth:`Reader.veri
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
@@ -66,6 +68,7 @@ __all__ = [
     "count_frames",
     "decode_metadata",
     "describe_dropped",
+    "open_regular",
     "parse_document_footer",
     "parse_file_header",
     "parse_metadata",
@@ -405,6 +408,23 @@ def _scan_checked(
     return False
 
 
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading when it is a regular file; a directory is IsADirectoryError,
+    anything else (a FIFO, a device) one error, without waiting: O_NONBLOCK, as a FIFO's open
+    would block until a writer came."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            raise CorruptFileError(f"{path}: not a regular file (a pipe or a device)", offset=0)
+        return open(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 class Reader:
     """Read a WRTF file through a read-only memory map; a context manager.
 
@@ -418,7 +438,7 @@ class Reader:
     def __init__(self, path: str | Path, schema: Schema | None = None, *, force_scan: bool = False) -> None:
         self.path = Path(path)
         self._mm: mmap.mmap | None = None
-        with open(self.path, "rb") as f:
+        with open_regular(self.path) as f:
             self.size = os.fstat(f.fileno()).st_size
             if self.size == 0:
                 raise CorruptFileError(f"{self.path}: empty file", offset=0)

@@ -24,6 +24,7 @@ from wrtfd.format.reader import (
     Buffer,
     ScannedSession,
     decode_metadata,
+    open_regular,
     parse_document_footer,
     parse_file_header,
     parse_metadata,
@@ -342,7 +343,7 @@ def validate_file(path: str | Path, schema: Schema | None = None) -> list[Findin
     :raises OSError: the file cannot be opened.
     """
     p = Path(path)
-    with open(p, "rb") as f:
+    with open_regular(p) as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             return [Finding(0, "empty", "file is empty")]
