@@ -453,10 +453,13 @@ def _listening_inodes(port: int) -> frozenset[str]:
 
 
 def _still_listening(inodes: frozenset[str]) -> bool:
-    """True while one of ``inodes`` listens, or when that cannot be told (no /proc)."""
+    """True while one of the listening sockets ``inodes`` is still open in this process, or when
+    that cannot be told (no /proc). The SDK closes its socket when its accept loop ends; this
+    looks only at our descriptors (0.05 ms), not at the kernel's socket table again (reading
+    ``/proc/self/net/tcp`` costs 10 ms of CPU here, however few sockets there are)."""
     if not inodes:
         return True
-    return not inodes.isdisjoint(_listen_table())
+    return not inodes.isdisjoint(_socket_inodes())
 
 
 class _RateKeyed(logging.Handler):
