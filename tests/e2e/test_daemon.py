@@ -173,6 +173,18 @@ def test_kill9_leaves_a_recoverable_file(tmp_path: Path, shared_data: Path, port
 _FORZA = '[[sources]]\nkind = "udp"\nprotocol = "forza"\nport = 5300\n'
 
 
+def _exit_of(tmp_path: Path, source: str, out: Path | str, recorder_keys: str = "") -> tuple[int, Daemon]:
+    """A daemon of ``source`` recording into ``out`` that is expected to stop by itself: its exit
+    code, and the daemon (its lines)."""
+    status_port = free_port()
+    text = f'{source}[recorder]\noutput_dir = "{out}"\n{recorder_keys}[status]\nport = {status_port}\n'
+    d = Daemon(tmp_path, text, status_port=status_port).start()
+    try:
+        return d.wait_exit(), d
+    finally:
+        d.stop()
+
+
 @pytest.mark.parametrize(
     ("source", "recorder_keys", "message"),
     [
@@ -216,14 +228,9 @@ _FORZA = '[[sources]]\nkind = "udp"\nprotocol = "forza"\nport = 5300\n'
 def test_bad_config_exits_2_and_creates_nothing(
     tmp_path: Path, source: str, recorder_keys: str, message: str
 ) -> None:
-    status_port = free_port()
     out = tmp_path / "rec"
-    text = f'{source}[recorder]\noutput_dir = "{out}"\n{recorder_keys}[status]\nport = {status_port}\n'
-    d = Daemon(tmp_path, text, status_port=status_port).start()
-    try:
-        assert d.wait_exit() == 2
-    finally:
-        d.stop()
+    code, d = _exit_of(tmp_path, source, out, recorder_keys)
+    assert code == 2
     assert len(d.lines) == 1, d.stderr  # one clear line, no traceback
     assert d.lines[0].startswith(f"wrtfd: error: {d.config_path}: ")
     assert message in d.lines[0]
@@ -238,13 +245,8 @@ def test_output_dir_that_is_a_file_is_a_config_error(tmp_path: Path, where: str)
     blocker = tmp_path / "rec"
     blocker.write_text("not a directory")
     out = blocker if where == "itself" else blocker / "sub"
-    status_port = free_port()
-    text = f'{_FORZA}[recorder]\noutput_dir = "{out}"\n[status]\nport = {status_port}\n'
-    d = Daemon(tmp_path, text, status_port=status_port).start()
-    try:
-        assert d.wait_exit() == 2
-    finally:
-        d.stop()
+    code, d = _exit_of(tmp_path, _FORZA, out)
+    assert code == 2
     assert len(d.lines) == 1, d.stderr
     assert d.lines[0].startswith(f"wrtfd: error: {d.config_path}: recorder.output_dir: "), d.lines[0]
     assert "not a directory" in d.lines[0]
@@ -257,14 +259,9 @@ def test_an_output_dir_that_cannot_be_made_yet_is_a_failure_systemd_retries(tmp_
     """Not the config's fault (no permission, a disk not mounted yet; here /proc, where even root
     cannot make a directory): one critical line naming the key and exit 1, which the unit's
     ``Restart=on-failure`` tries again (exit 2 would stop it for good: RestartPreventExitStatus)."""
-    status_port = free_port()
     out = "/proc/wrtfd-not-mounted/rec"
-    text = f'{_FORZA}[recorder]\noutput_dir = "{out}"\n[status]\nport = {status_port}\n'
-    d = Daemon(tmp_path, text, status_port=status_port).start()
-    try:
-        assert d.wait_exit() == 1
-    finally:
-        d.stop()
+    code, d = _exit_of(tmp_path, _FORZA, out)
+    assert code == 1
     (line,) = [ln for ln in d.lines if "recorder.output_dir" in ln]
     assert f"recorder.output_dir: cannot create {out}: No such file or directory" in line
 

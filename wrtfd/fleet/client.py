@@ -221,7 +221,7 @@ async def read_last_per_subject(
     from nats.errors import TimeoutError as NatsTimeout
     from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-    from wrtfd.fleet.upload import pull_consumer
+    from wrtfd.fleet.upload import drop_consumer, pull_consumer
 
     config = ConsumerConfig(
         ack_policy=AckPolicy.NONE,
@@ -243,7 +243,4 @@ async def read_last_per_subject(
                 stamp = meta.timestamp.timestamp() if meta.timestamp is not None else None
                 on_msg(msg.subject, bytes(msg.data or b""), stamp)
     finally:
-        with contextlib.suppress(Exception):
-            await psub.unsubscribe()
-        with contextlib.suppress(Exception):
-            await js.delete_consumer(stream, psub._consumer)
+        await drop_consumer(js, stream, psub)

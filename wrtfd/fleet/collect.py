@@ -439,10 +439,9 @@ class _InfoReader:
     async def close(self) -> None:
         if self.psub is None:
             return
-        with contextlib.suppress(Exception):
-            await self.psub.unsubscribe()
-        with contextlib.suppress(Exception):
-            await self.js.delete_consumer(self.stream, self.psub._consumer)
+        from wrtfd.fleet.upload import drop_consumer
+
+        await drop_consumer(self.js, self.stream, self.psub)
 
 
 async def _mirror(

@@ -265,7 +265,7 @@ async def read_records(
     from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
     from nats.js.errors import NotFoundError
 
-    from wrtfd.fleet.upload import pull_consumer
+    from wrtfd.fleet.upload import drop_consumer, pull_consumer
 
     stream = kv_stream(bucket)
     try:
@@ -301,8 +301,5 @@ async def read_records(
                 if isinstance(doc, dict):
                     latest[msg.subject] = doc
     finally:
-        with contextlib.suppress(Exception):
-            await psub.unsubscribe()
-        with contextlib.suppress(Exception):
-            await js.delete_consumer(stream, psub._consumer)
+        await drop_consumer(js, stream, psub)
     return latest if keyed else list(latest.values())

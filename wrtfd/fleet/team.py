@@ -12,7 +12,6 @@ the top ``team_rows`` drivers and where this rig's driver stands. The page reads
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -102,7 +101,7 @@ class TeamBoard:
         from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
         from nats.js.errors import NotFoundError
 
-        from wrtfd.fleet.upload import pull_consumer
+        from wrtfd.fleet.upload import drop_consumer, pull_consumer
 
         stream = kv_stream(self.bucket)
         try:
@@ -137,10 +136,7 @@ class TeamBoard:
                     op = (msg.headers or {}).get("KV-Operation")
                     self.add(msg.subject, msg.data or b"", op in ("DEL", "PURGE"))
         finally:
-            with contextlib.suppress(Exception):
-                await psub.unsubscribe()
-            with contextlib.suppress(Exception):
-                await js.delete_consumer(stream, psub._consumer)
+            await drop_consumer(js, stream, psub)
         self.reads += 1
         return got
 

@@ -52,6 +52,7 @@ __all__ = [
     "cancel_quietly",
     "chunk_subject",
     "digest_text",
+    "drop_consumer",
     "meta_subject",
     "object_digest",
     "pull_consumer",
@@ -467,11 +468,7 @@ async def read_chunks(
                 write(msg.data)
                 got += 1
     finally:
-        with contextlib.suppress(Exception):
-            await psub.unsubscribe()
-        # at once, not after inactive_threshold: idle consumers slow every later publish
-        with contextlib.suppress(Exception):
-            await js.delete_consumer(stream, psub._consumer)
+        await drop_consumer(js, stream, psub)
 
 
 #: Creating a short-lived consumer: each attempt may take this long, and this many are made.
@@ -497,6 +494,16 @@ async def pull_consumer(js: Any, stream: str, subject: str, config: Any) -> Any:
         return await js.pull_subscribe_bind(stream=stream, name=config.name)
     assert last is not None
     raise last
+
+
+async def drop_consumer(js: Any, stream: str, psub: Any) -> None:
+    """Unsubscribe a :func:`pull_consumer` and delete it on the server, each as far as it goes
+    (a lost connection, a consumer already gone): at once, not after its inactive_threshold,
+    because idle consumers slow every later publish."""
+    with contextlib.suppress(Exception):
+        await psub.unsubscribe()
+    with contextlib.suppress(Exception):
+        await js.delete_consumer(stream, psub._consumer)
 
 
 def _with(entry: UploadEntry, **changes: Any) -> UploadEntry:
