@@ -10,17 +10,36 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-__all__ = ["WORKER_NICENESS", "run_subjects_ahead", "usual_priority"]
+__all__ = ["SERVICE_NICENESS", "WORKER_NICENESS", "as_the_service", "run_subjects_ahead", "usual_priority"]
 
 WORKER_NICENESS = 10
 
 #: Commands (an argument's last path part, or ``-m MODULE``) that take CPU without working against
 #: the clock: they run at the workers' niceness, behind the subjects.
 BATCH_TOOLS = frozenset({"mypy", "ruff", "lint-imports", "uv", "pip", "venv"})
+
+
+#: The daemon's niceness as the shipped unit runs it (``Nice=``, docs/daemon.md "Priority").
+SERVICE_NICENESS = int(
+    re.search(
+        r"^Nice=(-?\d+)$",
+        (Path(__file__).parents[1] / "wrtfd" / "service" / "units" / "wrtfd.service").read_text(),
+        re.M,
+    ).group(1)  # type: ignore[union-attr]
+)
+
+
+def as_the_service() -> None:
+    """In a child between fork and exec: the unit's niceness where this may raise it (root, as in
+    CI), else as it is. For the tests of what holds only on time (the crash bound)."""
+    with contextlib.suppress(PermissionError):
+        os.setpriority(os.PRIO_PROCESS, 0, SERVICE_NICENESS)
 
 
 def _is_batch(args: Any) -> bool:

@@ -22,7 +22,7 @@ from pathlib import Path
 from tests.crashstate.replay import FileHistory, HarnessError
 from tests.crashstate.trace import FileOp, FsLog, ProcessEnd, Trace, interpret, read_trace, strace_command
 from tests.e2e.test_daemon_harness import free_port, wait_for
-from tests.priority import usual_priority
+from tests.priority import as_the_service, usual_priority
 
 __all__ = ["SCENARIOS", "Recording", "Step", "record", "strace_usable"]
 
@@ -75,6 +75,8 @@ class Recording:
     exit: ProcessEnd
     stderr: str
     histories: dict[int, FileHistory] = field(default_factory=dict)
+    #: the daemon's niceness while it ran (the unit's where the test may set it)
+    niceness: int | None = None
 
     def real_paths(self) -> dict[int, Path]:
         return final_paths(self.log)
@@ -197,6 +199,7 @@ def record(
             stderr=err,
             cwd=workdir,
             env=env,
+            preexec_fn=as_the_service,  # strace and the daemon, as the unit runs it (tests/priority.py)
         )
     phases: list[list[float]] = []
     signals: list[tuple[float, str]] = []
@@ -209,6 +212,7 @@ def record(
             return "ready:" in err_path.read_text()
 
         wait_for(ready, "the daemon to be ready", START_TIMEOUT_S)
+        niceness = os.getpriority(os.PRIO_PROCESS, pid)
         tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sent = 0
         # The feed's pace is part of the loss measured: a feeder starved behind the run's other
@@ -251,6 +255,8 @@ def record(
     log = interpret(trace, watch=lambda p: os.path.dirname(p) == str(out_dir), cwd=str(workdir))
     real = final_paths(log)
     resolve_uncertain(log, {i: p.stat().st_size for i, p in real.items() if p.exists()})
-    rec = Recording(name, workdir, out_dir, trace, log, phases, signals, exits[0], err_path.read_text())
+    rec = Recording(
+        name, workdir, out_dir, trace, log, phases, signals, exits[0], err_path.read_text(), niceness=niceness
+    )
     rec.histories = {i: FileHistory.of(log, i) for i in log.files}
     return rec

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.priority import as_the_service
+
 OVAL = Path(__file__).resolve().parents[2] / "config" / "tracks" / "oval.trk"
 FORZA_FILE = Path("udp/forza_fm2023/fm2023_dash_331B_x1793.bin")
 FORZA_SIZE = 331
@@ -155,11 +157,14 @@ class Daemon:
         status_port: int | None,
         env: dict[str, str] | None = None,
         python: str = sys.executable,
+        as_service: bool = False,
     ) -> None:
         """``config_text`` None: run without ``--config`` (the built-in default).
 
         ``python``: the interpreter that runs ``-m wrtfd`` (another venv's, for an install test).
+        ``as_service``: at the unit's niceness (tests/priority.py), for a bound that holds on time.
         """
+        self.as_service = as_service
         self.tmp_path = tmp_path
         self.python = python
         self.config_path = tmp_path / "wrtfd.toml"
@@ -186,6 +191,7 @@ class Daemon:
             text=True,
             env=self.env,
             cwd=self.tmp_path,
+            preexec_fn=as_the_service if self.as_service else None,
         )
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
         self._reader.start()

@@ -36,6 +36,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+def shipped_lines(unit: str) -> int:
+    """Lines of a unit as shipped (the file in the tree, read here)."""
+    return len((REPO / "wrtfd" / "service" / "units" / unit).read_text().splitlines())
+
+
 def service(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str], str]:
     code = main(["service", *args])
     captured = capsys.readouterr()
@@ -86,9 +91,10 @@ def test_dry_run_prints_every_step_and_writes_nothing(root: Path, capsys: pytest
         f"checked: {INCAR}: 2 source(s): gps (serial/nmea), can (serial/slcan)",
         "would create config /etc/wrtfd/wrtfd.toml",
         "would create file of sources[1].options.dbc /etc/wrtfd/example-car.dbc",
-        f"would create unit /etc/systemd/system/wrtfd.service (74 lines, {exec_start('run')}",
+        f"would create unit /etc/systemd/system/wrtfd.service ({shipped_lines('wrtfd.service')} lines,"
+        f" {exec_start('run')}",
         "would create unit /etc/systemd/system/wrtfd@.service "
-        f"(68 lines, {exec_start('run --config %E/wrtfd/%i.toml')}",
+        f"({shipped_lines('wrtfd@.service')} lines, {exec_start('run --config %E/wrtfd/%i.toml')}",
         f"would run systemctl --root={root} enable wrtfd.service",
         "dry run: 7 step(s) would change something; nothing was changed",
     ):

@@ -19,6 +19,7 @@ Pure (no clock, no device): :mod:`wrtfd.simulate.gnss_pty` plays it on a pseudo-
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import math
 import random
 import struct
@@ -33,6 +34,7 @@ from wrtfd.simulate.car import Simulation
 from wrtfd.tracks.circuit import CircuitLine, line_across
 from wrtfd.tracks.geodesy import LocalPlane
 from wrtfd.tracks.geometry import LanePath
+from wrtfd.tracks.laps import Lap
 
 __all__ = [
     "GENERATIONS",
@@ -89,6 +91,11 @@ class Fix:
 GEOID_SEP_M = 48.0
 
 
+#: Long enough for the car to brake to a stop after its last lap (the game simulator's car is
+#: out of the car, in the menus, after two seconds whatever its speed; a receiver's is not).
+COOLDOWN_S = 15.0
+
+
 #: The simulated pit lane: beside the track (metres to the right of lane 0, negative: left), from
 #: PIT_SPAN_M before the start/finish line to PIT_SPAN_M after it, reached and left over
 #: PIT_RAMP_M.
@@ -97,10 +104,23 @@ PIT_SPAN_M = 160.0
 PIT_RAMP_M = 40.0
 
 
-def _take_pit_lane(table: np.ndarray, lap_m: float, pit_laps: tuple[int, ...], offset_m: float) -> None:
+#: The pit lane's offset is smoothed over this long (a moving average, twice).
+PIT_SMOOTH_S = 1.0
+
+
+def _smoothed(values: np.ndarray, window: int) -> np.ndarray:
+    """``values`` through a ``window``-tick moving average, twice (a triangle), the ends held."""
+    kernel = np.full(window, 1.0 / window)
+    for _ in range(2):
+        padded = np.pad(values, (window // 2, window - 1 - window // 2), mode="edge")
+        values = np.convolve(padded, kernel, mode="valid")
+    return values
+
+
+def _take_pit_lane(table: np.ndarray, lap_m: float, pit_laps: tuple[int, ...], offset_m: float) -> np.ndarray:
     """Move the car (columns t, x, y, z, speed, hx, hz, progress) into the pit lane at the end
     of each of ``pit_laps``; its velocity becomes that of the moved path (a receiver's Doppler
-    velocity is the derivative of its positions)."""
+    velocity is the derivative of its positions). Returns which ticks were moved."""
     t, x, z, prog = table[:, 0], table[:, 1], table[:, 3], table[:, 7]
     hx, hz = table[:, 5].copy(), table[:, 6].copy()
     side = np.zeros(len(t))
@@ -108,17 +128,59 @@ def _take_pit_lane(table: np.ndarray, lap_m: float, pit_laps: tuple[int, ...], o
         d = np.abs(prog - n * lap_m)  # from the line at the end of lap n
         ramp = np.clip((PIT_SPAN_M - d) / PIT_RAMP_M, 0.0, 1.0)
         side = np.maximum(side, ramp * ramp * (3.0 - 2.0 * ramp))  # smoothstep
-    moved = side > 0.0
-    if not moved.any():
-        return
-    x += offset_m * side * hz  # the heading turned right: (hz, -hx)
-    z -= offset_m * side * hx
+    if not (side > 0.0).any():
+        return side > 0.0
+    # the heading turned right: (hz, -hx); smoothed over PIT_SMOOTH_S, as a driven line is: the
+    # offset of a path follows its curvature, which jumps where a straight meets an arc (12 m
+    # beside a 50 m bend at 28 m/s: a 7 m/s step in one tick, which no car and no receiver shows)
+    ticks = max(1, round(PIT_SMOOTH_S / float(t[1] - t[0]))) if len(t) > 1 else 1
+    dx, dz = _smoothed(offset_m * side * hz, ticks), _smoothed(offset_m * side * hx, ticks)
+    moved = (dx != 0.0) | (dz != 0.0)
+    x += dx
+    z -= dz
     vx, vz = np.gradient(x, t), np.gradient(z, t)
     v = np.hypot(vx, vz)
     ok = moved & (v > 0.01)
     table[ok, 4] = v[ok]
     table[ok, 5] = vx[ok] / v[ok]
     table[ok, 6] = vz[ok] / v[ok]
+    return moved
+
+
+def _laps_as_driven(
+    laps: list[Lap], table: np.ndarray, moved: np.ndarray, path: LanePath, sectors_m: tuple[float, ...]
+) -> list[Lap]:
+    """``laps`` with each line crossed off the lane (in the pit lane) timed where the moved car
+    crosses that line: through the lane's point, across its heading. (The smoothed offset is
+    not square to the lane, so it crosses a few ms from where the lane's car does.)"""
+    t, x, z, prog = table[:, 0], table[:, 1], table[:, 3], table[:, 7]
+    length = path.length_m
+
+    def crossed(t_b: float) -> float:
+        i = int(np.searchsorted(t, t_b))
+        if not moved[max(i - 1, 0) : i + 1].any():
+            return t_b
+        s = float(np.interp(t_b, t, prog)) % length  # the line's distance, exact:
+        s = min(sectors_m, key=lambda m: min(abs(s - m), length - abs(s - m)))
+        px, _, pz = path.point_at(s)
+        hx, hz = path.heading_at(s)
+        lo, hi = int(np.searchsorted(t, t_b - 2.0)), int(np.searchsorted(t, t_b + 2.0))
+        ahead = (x[lo:hi] - px) * hx + (z[lo:hi] - pz) * hz
+        k = np.flatnonzero((ahead[:-1] < 0.0) & (ahead[1:] >= 0.0))
+        if not len(k):
+            return t_b
+        j = int(k[np.argmin(np.abs(t[lo + k] - t_b))])
+        a0, a1 = float(ahead[j]), float(ahead[j + 1])
+        t0, t1 = float(t[lo + j]), float(t[lo + j + 1])
+        return t0 + (t1 - t0) * -a0 / (a1 - a0)  # linear between ticks, as Drive.at is
+
+    out = []
+    for lap in laps:
+        bounds = [lap.start_s + sum(lap.sector_times_s[:k]) for k in range(len(lap.sector_times_s))]
+        times = [crossed(b) for b in (*bounds, lap.end_s)]
+        sectors = tuple(b - a for a, b in itertools.pairwise(times))
+        out.append(Lap(lap.number, times[0], times[-1], sectors, lap.pit))
+    return out
 
 
 def pit_lane_lines(
@@ -175,7 +237,15 @@ class Drive:
         pit_laps: tuple[int, ...] = (),
         pit_offset_m: float = PIT_OFFSET_M,
     ) -> None:
-        sim = Simulation(path, laps=laps, rate_hz=tick_hz, seed=seed, sectors_m=sectors_m, pre_start_s=0.0)
+        sim = Simulation(
+            path,
+            laps=laps,
+            rate_hz=tick_hz,
+            seed=seed,
+            sectors_m=sectors_m,
+            pre_start_s=0.0,
+            cooldown_s=COOLDOWN_S,
+        )
         rows = [
             (
                 s.t_s,
@@ -190,15 +260,20 @@ class Drive:
             for s in sim.states()
         ]
         table = np.array(rows, dtype=np.float64)
+        moving = np.flatnonzero(table[:, 4] > 0.0)
+        if len(moving):  # after the last lap it brakes to a stop, then stands (no need for rows)
+            table = table[: moving[-1] + 2]
+        true_laps = sim.laps
         if pit_laps:
-            _take_pit_lane(table, path.length_m, pit_laps, pit_offset_m)
+            moved = _take_pit_lane(table, path.length_m, pit_laps, pit_offset_m)
+            true_laps = _laps_as_driven(true_laps, table, moved, path, sectors_m)
         self.t = table[:, 0]
         self.x, self.y, self.z = table[:, 1], table[:, 2], table[:, 3]
         self.speed = table[:, 4]  # over the ground, as a receiver's ground speed
         self.hx, self.hz = table[:, 5], table[:, 6]
         self.plane = plane
         self.base_alt_m = base_alt_m
-        self.laps = sim.laps
+        self.laps = true_laps
         self.end_s = float(self.t[-1])
         dt_ = 1.0 / tick_hz
         # vertical speed from the altitude track (the car's own y)
