@@ -264,6 +264,7 @@ def test_repair_exit_code_matches_whether_its_output_validates(
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(DAMAGE)
 @example((False, 0, [(58, 3, "zero")], 0))  # NULs in the definition: YAML's error ran over two lines
+@example((True, 21180761, [(139379, 7, "random")], 2))  # a session starting in the year 148108
 def test_export_answers_any_damage_with_an_exit_code(
     checked_sample: tuple[bytes, bytes], damage: Damage
 ) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 
 from wrtfd import __version__
 from wrtfd.errors import ExportError
+from wrtfd.exporters.dates import check_dated
 from wrtfd.exporters.summary import ExportSummary, FramesProgress
 from wrtfd.exporters.vbo import gnss_fields, gnss_source
 from wrtfd.format.export import export_frames, select_sessions
@@ -61,6 +62,7 @@ def export_gpx(
         if len(frames) == 0:
             continue
         times_us = ticks_to_time_us(frames["tick"], s.time_base_us, reader.rate_hz)
+        check_dated(reader.path, s.index, times_us)
         lat = np.asarray(lat_c.column(frames), dtype=np.float64)
         lon = np.asarray(lon_c.column(frames), dtype=np.float64)
         ele = np.asarray(ele_c.column(frames), dtype=np.float64) if ele_c is not None else None

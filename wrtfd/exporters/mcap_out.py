@@ -23,6 +23,7 @@ import numpy as np
 from wrtfd import __version__
 from wrtfd.errors import ExportError, TrackError
 from wrtfd.exporters.cdr import cdr_layout
+from wrtfd.exporters.dates import check_dated
 from wrtfd.exporters.foxglove import (
     LOG_SCHEMA_BYTES,
     LOG_TOPIC,
@@ -93,6 +94,7 @@ def export_mcap(
             if len(frames) == 0:
                 continue
             times_us = ticks_to_time_us(frames["tick"], s.time_base_us, reader.rate_hz)
+            check_dated(reader.path, s.index, times_us)
             logs = _session_logs(s.index, frames, times_us, track, reader.rate_hz)
             k = 0
             for chunk in frame_chunks(frames, _CHUNK):

@@ -18,6 +18,7 @@ import numpy as np
 
 from wrtfd import __version__
 from wrtfd.exporters.channels import Channel, numeric_channels
+from wrtfd.exporters.dates import session_start
 from wrtfd.exporters.summary import ExportSummary, FramesProgress
 from wrtfd.format.export import export_frames, frame_chunks, select_sessions
 from wrtfd.format.reader import Reader, ticks_to_time_us
@@ -67,7 +68,7 @@ def export_mdf(
         times_us = ticks_to_time_us(frames["tick"], s.time_base_us, reader.rate_hz)
         if start_us is None:
             start_us = int(times_us[0])
-            mdf.header.start_time = dt.datetime.fromtimestamp(start_us / 1e6, tz=dt.UTC)
+            mdf.header.start_time = session_start(reader.path, s.index, start_us, tz=dt.UTC)
         group: int | None = None
         k = 0
         for chunk in frame_chunks(frames, _CHUNK):

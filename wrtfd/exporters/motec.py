@@ -35,6 +35,7 @@ from wrtfd import __version__
 from wrtfd.errors import ExportError, TrackError
 from wrtfd.exporters.atomic import AtomicOutputs
 from wrtfd.exporters.channels import Channel, fill_dropped_ticks, hold_non_finite, numeric_channels
+from wrtfd.exporters.dates import session_start
 from wrtfd.exporters.ldx import Marker, ldx_document
 from wrtfd.exporters.motec_names import MotecName, motec_name, protocol_of
 from wrtfd.exporters.summary import ExportSummary, FramesProgress
@@ -393,7 +394,7 @@ def ld_header_for(
             return ""
         return bytes(raw).split(b"\0", 1)[0].decode("utf-8", "replace")
 
-    start = dt.datetime.fromtimestamp(start_us / 1e6)
+    start = session_start(source_file, session, start_us)
     return LdHeader(
         start=start,
         driver=metadata.get("Driver", ""),

@@ -27,6 +27,7 @@ import numpy as np
 from wrtfd import __version__
 from wrtfd.errors import ExportError, TrackError
 from wrtfd.exporters.channels import Channel, numeric_channels
+from wrtfd.exporters.dates import check_dated
 from wrtfd.exporters.summary import ExportSummary, FramesProgress
 from wrtfd.format.export import export_frames, select_sessions
 from wrtfd.format.reader import Reader, ticks_to_time_us
@@ -135,6 +136,7 @@ def export_vbo(
         if len(frames) == 0:
             continue
         times_us = ticks_to_time_us(frames["tick"], s.time_base_us, reader.rate_hz)
+        check_dated(reader.path, s.index, times_us)
         if first_us is None:
             first_us = int(times_us[0]) + 500_000 // reader.rate_hz
         # the middle of each frame's tick: where a regular source's samples sit (the recorder
