@@ -64,7 +64,9 @@ def misdated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     bad_us = 4_611_686_018_427_387_904  # 2**62 us: year 148108
     with Reader(file) as r:
-        at = r.sessions[0].offset + 8 + r.sessions[0].header.dtype.fields["start_timestamp"][1]
+        fields = r.sessions[0].header.dtype.fields
+        assert fields is not None
+        at = r.sessions[0].offset + 8 + fields["start_timestamp"][1]
     data = bytearray(file.read_bytes())
     data[at : at + 8] = bad_us.to_bytes(8, "little")
     file.write_bytes(bytes(data))
