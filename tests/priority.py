@@ -4,7 +4,9 @@ at the usual 0, but for the checking tools (:data:`BATCH_TOOLS`: mypy, ruff, ins
 stay at the workers' niceness. The subjects of the end-to-end tests (daemons, simulators,
 servers, the browser) work against the clock; a daemon or a simulator starved behind a CPU-bound
 test or tool drops late samples or stalls its feed, as it should, and fails a test about
-something else. Elsewhere nothing changes."""
+something else. The tests of a bound that holds only on time (the crash-state test, the live GNSS
+lap) run the daemon at the unit's ``Nice=`` (:func:`as_the_service`), as it is deployed.
+Elsewhere nothing changes."""
 
 from __future__ import annotations
 

@@ -25,11 +25,8 @@ def check_dated(path: Path, session: int, times_us: np.ndarray) -> None:
 
     :raises ExportError: one before 1970 or after :data:`MAX_DATED_US`.
     """
-    if len(times_us) and not (int(times_us[0]) >= 0 and int(times_us[-1]) <= MAX_DATED_US):
-        raise ExportError(
-            f"{path}: session {session} runs from {int(times_us[0])} to {int(times_us[-1])} us"
-            " since 1970, not dates an export can hold (a damaged session header?)"
-        )
+    if len(times_us):
+        _check_span(path, session, int(times_us[0]), int(times_us[-1]))
 
 
 def session_start(path: Path, session: int, start_us: int, *, tz: dt.tzinfo | None = None) -> dt.datetime:
@@ -37,5 +34,13 @@ def session_start(path: Path, session: int, start_us: int, *, tz: dt.tzinfo | No
 
     :raises ExportError: before 1970 or after :data:`MAX_DATED_US`.
     """
-    check_dated(path, session, np.array([start_us], dtype=object))
+    _check_span(path, session, start_us, start_us)
     return dt.datetime.fromtimestamp(start_us / 1e6, tz=tz)
+
+
+def _check_span(path: Path, session: int, first_us: int, last_us: int) -> None:
+    if not (first_us >= 0 and last_us <= MAX_DATED_US):
+        raise ExportError(
+            f"{path}: session {session} runs from {first_us} to {last_us} us since 1970,"
+            " not dates an export can hold (a damaged session header?)"
+        )
