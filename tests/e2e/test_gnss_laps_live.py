@@ -71,8 +71,9 @@ def test_track_day_on_a_pty(tmp_path: Path) -> None:
         f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
     )
     # as the unit runs it: at equal priority, in a CI run with six workers on two cores, the live
-    # lap was 6.8 ms off once (a starved daemon reads two epochs in one 50 ms tick, the frame
-    # keeps the later fix, and the live timer interpolates across 0.2 s)
+    # lap was 6.8 ms off once. Fixes read together are placed by their own time; a daemon starved
+    # for longer than a tick stays open drops that stretch's fixes as late (counted), and the live
+    # timer bridges the gap
     d = Daemon(tmp_path, config, status_port=status_port, as_service=True).start()
     writer = threading.Thread(target=device.write_timed, args=(epochs,), daemon=True)
     try:
