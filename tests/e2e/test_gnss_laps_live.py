@@ -17,6 +17,7 @@ from pathlib import Path
 from tests.e2e.test_daemon_harness import Daemon, free_port, run_cli, wait_for
 from tests.sources.serial_pty import PtyDevice
 from tests.sources.test_serial_record import nmea
+from wrtfd.defaults import TICK_JITTER_S
 from wrtfd.simulate.car import Simulation
 from wrtfd.tracks import load_track
 from wrtfd.tracks.geodesy import track_plane
@@ -59,6 +60,19 @@ def receiver_epochs() -> tuple[list[tuple[float, bytes]], list[float], list[tupl
     return epochs, [lap.time_s for lap in sim.laps], [lap.sector_times_s for lap in sim.laps]
 
 
+def _bound(device: PtyDevice) -> tuple[float, str]:
+    """5 ms with every epoch written on time. A CI run (six workers on two cores) once had the
+    live lap 11.2 ms off, its file without the 0.6 s of fixes before the first crossing: either
+    the daemon or the test process that plays the receiver was starved (not known which). A
+    receiver is never late: when this one wrote an epoch later than a tick stays open (dropped
+    as late), the run cannot show the 5 ms, and the lap is held to what a gap allows, 50 ms. A
+    daemon starved with the epochs on time still fails the 5 ms."""
+    late = max((late_s for _, late_s in device.lateness), default=0.0)
+    if late <= TICK_JITTER_S:
+        return 0.005, f"every epoch written on time (at most {late:.3f} s late)"
+    return 0.05, f"the test's receiver wrote an epoch {late:.3f} s late (starved): a gap's bound"
+
+
 def test_track_day_on_a_pty(tmp_path: Path) -> None:
     epochs, lap_times, sector_times = receiver_epochs()
     assert len(lap_times) == 1
@@ -70,10 +84,7 @@ def test_track_day_on_a_pty(tmp_path: Path) -> None:
         f'[recorder]\noutput_dir = "{out}"\nrate_hz = 20\n'
         f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
     )
-    # as the unit runs it: at equal priority, in a CI run with six workers on two cores, the live
-    # lap was 6.8 ms off once. Fixes read together are placed by their own time; a daemon starved
-    # for longer than a tick stays open drops that stretch's fixes as late (counted), and the live
-    # timer bridges the gap
+    # as the unit runs it (tests/priority.py)
     d = Daemon(tmp_path, config, status_port=status_port, as_service=True).start()
     writer = threading.Thread(target=device.write_timed, args=(epochs,), daemon=True)
     try:
@@ -90,12 +101,14 @@ def test_track_day_on_a_pty(tmp_path: Path) -> None:
             timeout_s=120.0,
         )
         recorder = d.status()["recorder"]
+        bound, why = _bound(device)
         # noise-free fixes: within 5 ms live too (on an idle machine within 1.5 ms; 2.8 ms seen
         # under load)
-        assert abs(recorder["derived"]["laps"]["best_lap_ms"] / 1000 - lap_times[0]) < 0.005
+        assert abs(recorder["derived"]["laps"]["best_lap_ms"] / 1000 - lap_times[0]) < bound, why
         page = recorder["laps_live"]["laps"]  # what the page shows
         assert page["circuit"] == "Hillside" and page["lap_count"] == 1
-        assert abs(page["last"]["time_s"] - lap_times[0]) < 0.005 and len(page["last"]["sectors_s"]) == 3
+        assert abs(page["last"]["time_s"] - lap_times[0]) < bound, why
+        assert len(page["last"]["sectors_s"]) == 3
         writer.join(timeout=30)
         d.signal(signal.SIGTERM)
         assert d.wait_exit() == 0, d.stderr
@@ -109,7 +122,8 @@ def test_track_day_on_a_pty(tmp_path: Path) -> None:
     report = json.loads(done.stdout)
     (lap,) = [lp for s in report["sessions"] for lp in s["laps"]]
     # noise-free fixes (6-decimal minutes: 2 mm), the car's own crossing times: within 5 ms
-    assert abs(lap["time_s"] - lap_times[0]) < 0.005
+    bound, why = _bound(device)
+    assert abs(lap["time_s"] - lap_times[0]) < bound, why
     assert len(lap["sectors_s"]) == 3
     for got, want in zip(lap["sectors_s"], sector_times[0], strict=True):
-        assert abs(got - want) < 0.005
+        assert abs(got - want) < bound, why

@@ -30,6 +30,9 @@ class PtyDevice:
         self.path = os.ttyname(self.slave)
         self.closed = False
         self.received = bytearray()  # what the source wrote to the device
+        #: (offset, how late) of each chunk :meth:`write_timed` wrote: a starved test process
+        #: writes late, which a receiver never does
+        self.lateness: list[tuple[float, float]] = []
         self._lock = threading.Lock()
 
     def write_all(self, data: bytes) -> None:
@@ -54,9 +57,11 @@ class PtyDevice:
         with usual_priority():
             start = time.monotonic()
             for offset_s, data in chunks:
-                delay = start + offset_s / speed - time.monotonic()
+                due = start + offset_s / speed
+                delay = due - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
+                self.lateness.append((offset_s, time.monotonic() - due))
                 self.write_all(data)
 
     def read_available(self, timeout_s: float = 0.0) -> bytes:
