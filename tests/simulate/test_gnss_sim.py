@@ -374,6 +374,10 @@ def test_the_pit_lane_is_beside_the_track_and_its_velocity_that_of_the_path(
         pos[:, 1] - np.array([plain.at(float(t))[1] for t in ts]),
     )
     assert lateral.max() == pytest.approx(PIT_OFFSET_M, abs=0.5) and lateral[0] < 0.01
+    x, z, *_ = pits.at(line_t)
+    x0, z0, _, _, ve, vn, _ = plain.at(line_t)
+    right = (x - x0) * vn - (z - z0) * ve  # along the heading turned right, (vn, -ve), times speed
+    assert right / math.hypot(ve, vn) == pytest.approx(PIT_OFFSET_M, abs=0.5)
     for drive in (plain, pits):  # no faster than 2 g between two fixes of a 25 Hz receiver
         vel = np.array([drive.at(float(t))[4:6] for t in np.arange(0.0, drive.end_s + 1.0, 0.04)])
         assert float(np.hypot(*np.diff(vel, axis=0).T).max()) < 2 * 9.81 * 0.04
