@@ -11,6 +11,7 @@ import math
 import re
 import signal
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from tests.e2e.test_daemon_harness import Daemon, free_port, run_cli, wait_for
 from tests.sources.serial_pty import PtyDevice
 from tests.sources.test_serial_record import nmea
 from wrtfd.defaults import TICK_JITTER_S
+from wrtfd.format.reader import Reader
 from wrtfd.simulate.car import Simulation
 from wrtfd.tracks import load_track
 from wrtfd.tracks.geodesy import track_plane
@@ -127,3 +129,49 @@ def test_track_day_on_a_pty(tmp_path: Path) -> None:
     assert len(lap["sectors_s"]) == 3
     for got, want in zip(lap["sectors_s"], sector_times[0], strict=True):
         assert abs(got - want) < bound, why
+
+
+STALL_S = 1.5  # as long as the port keeps 10 Hz NMEA (about 1.5 KB a second) in its buffer
+
+
+def test_a_stalled_daemon_keeps_the_fixes_it_read_late(tmp_path: Path) -> None:
+    """The daemon is stopped (SIGSTOP) for 1.5 s while the receiver keeps sending: the port
+    keeps the bytes, and the daemon reads them at once when it runs again. Each fix still gets
+    a frame of its own at its own time: none superseded by the next, no clock re-anchored
+    (before: the stall's 15 fixes were placed at the read, in one tick, and 14 were lost)."""
+    epochs = receiver_epochs()[0][:100]  # 10 s at 10 Hz
+    device = PtyDevice()
+    out, status_port = tmp_path / "rec", free_port()
+    config = (
+        f'[[sources]]\nkind = "serial"\nname = "gps"\nprotocol = "nmea"\ndevice = "{device.path}"\n'
+        f'baudrate = 115200\n[recorder]\noutput_dir = "{out}"\nrate_hz = 20\n'
+        f'[status]\nport = {status_port}\n[logging]\nformat = "text"\n'
+    )
+    d = Daemon(tmp_path, config, status_port=status_port, as_service=True).start()
+    writer = threading.Thread(target=device.write_timed, args=(epochs,), daemon=True)
+    try:
+        d.wait_ready()
+        writer.start()
+        wait_for(lambda: len(device.lateness) >= 30, "3 s of fixes written")
+        d.signal(signal.SIGSTOP)
+        time.sleep(STALL_S)
+        d.signal(signal.SIGCONT)
+        writer.join(timeout=30)
+        wait_for(lambda: d.status()["sources"]["gps"]["received"] >= 2 * len(epochs), "every sentence read")
+        counters = d.status()["recorder"]["per_source"]["gps"]
+        d.signal(signal.SIGTERM)
+        assert d.wait_exit() == 0, d.stderr
+    finally:
+        d.stop()
+        device.close()
+    assert (counters["late"], counters["reanchors"]) == (0, 0), counters
+    (recording,) = out.glob("*.wrtf")
+    with Reader(recording) as r:
+        recorded = r.frames(0)["gps"]["fix_time_utc_us"].tolist()
+    sent = [round((T0 + timedelta(seconds=round(t_s, 2))).timestamp() * 1e6) for t_s, _ in epochs]
+    assert len(recorded) == len(set(recorded)), "a fix in two frames"
+    # Every fix the test's receiver wrote on time is in the file; a starved test process that
+    # wrote one later than a tick stays open makes it late for any daemon (said if so).
+    late = {t for t, (_, late_s) in zip(sent, device.lateness, strict=True) if late_s > TICK_JITTER_S}
+    missing = sorted(set(sent) - set(recorded))
+    assert set(missing) <= late, f"{len(missing)} fixes missing, {len(late)} written late by the test"

@@ -43,6 +43,13 @@ def wedge_hook(fifo: str) -> Callable[[Recorder, bool], None]:
     return on_batch
 
 
+#: Source kinds whose samples carry the time the daemon read them (no kernel receive time)
+#: and whose own clocks do not stop (GNSS time, a CAN adapter's counter). Not ``dds``: its
+#: stream is read on arrival too, but a paused simulation's clock stops, and a pause must
+#: still show as the time it lasted (docs/timing.md, "A stalled daemon").
+STAMPED_ON_READ = frozenset({"serial"})
+
+
 def source_specs(built: Sequence[Any]) -> list[Any]:
     """The recorder's :class:`~wrtfd.recorder.SourceSpec` of each built source (config order)."""
     from wrtfd.decoders.base import awaited_info
@@ -54,6 +61,7 @@ def source_specs(built: Sequence[Any]) -> list[Any]:
             definition=b.definition,
             drives_frames=b.config.drives_frames,
             stale_after_s=b.config.stale_after_s,
+            stamped_on_read=b.config.kind in STAMPED_ON_READ,
             awaits_info=awaited_info(getattr(b.source, "decoder", None)),
         )
         for b in built

@@ -495,6 +495,13 @@ class LiveRecorder:
                 break
             if self._write_error is not None:
                 raise self._write_error
+            now = clock()
+            if now - self._last_step > self._close_s + self._tick_s and self.recorder.scheduler.read_stamped:
+                # Late (the loop stalled: a starved machine, SIGSTOP). A port read on arrival
+                # holds what came meanwhile: let its read go first (a timer, not a bare yield:
+                # the loop polls for I/O before it runs the timers), or this step would close
+                # the ticks of those samples (docs/timing.md, "A stalled daemon").
+                await self._sleep(loop, now, now + STALL_READ_S)
             self._last_step = clock()
             self._step()
             self._want_write()
@@ -650,6 +657,10 @@ class LiveRecorder:
         if self._write_error is not None:
             raise self._write_error
         return True
+
+
+#: How long a late step waits for the reads of ports stamped on read (one loop turn is enough).
+STALL_READ_S = 0.002
 
 
 def _resolve(fut: asyncio.Future[Any], value: Any) -> None:

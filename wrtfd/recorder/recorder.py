@@ -73,6 +73,8 @@ class SourceSpec:
     drives_frames: bool = True
     stale_after_s: float | None = None
     use_source_clock: bool = True
+    #: Its receive times are read times (serial, TCP), not arrival times (:class:`SourcePlan`).
+    stamped_on_read: bool = False
     #: Session info keys the source reports shortly after a session starts (a game that names
     #: its track in a packet of its own): a new session's header waits for them (``info_wait_s``).
     awaits_info: tuple[str, ...] = ()
@@ -180,7 +182,10 @@ class Recorder:
         except SchemaError as exc:  # the message names the path inside the definition
             raise ConfigError(f"the recording's definition is invalid: {exc}") from exc
         self.scheduler = TickScheduler(
-            [SourcePlan(s.name, s.drives_frames, s.stale_after_s, s.use_source_clock) for s in self.sources],
+            [
+                SourcePlan(s.name, s.drives_frames, s.stale_after_s, s.use_source_clock, s.stamped_on_read)
+                for s in self.sources
+            ],
             self.schema.frame_dtype,
             SchedulerConfig(
                 rate_hz=policy.rate_hz,
@@ -635,7 +640,10 @@ class Replayer:
         if rec._origin is None:
             rec.set_origin(rx_ns, self._start_us)
         flush = self._count & 1023 == 1023
-        quiet = rec.scheduler.quiet_until_ns
+        sched = rec.scheduler
+        if sched.read_stamped:  # as the live driver's feed() does
+            rx_ns = sched.arrival_ns(sample)
+        quiet = sched.quiet_until_ns
         if flush or quiet is None or rx_ns >= quiet:
             ops = rec.advance(rx_ns, flush=flush)
             if ops:

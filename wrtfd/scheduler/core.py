@@ -62,6 +62,10 @@ class SourcePlan:
     drives_frames: bool = True
     stale_after_s: float | None = None
     use_source_clock: bool = True
+    #: Its ``rx_ns`` is when the daemon read the bytes (a serial port, a TCP stream), not when
+    #: they arrived: after a stall of the daemon it is late, and the source's own clock is the
+    #: better time (see :meth:`TickScheduler.arrival_ns`).
+    stamped_on_read: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +253,8 @@ class TickScheduler:
             self._sources.append(src)
             self._by_name[plan.name] = src
         self._drivers = [s for s in self._sources if s.drives]
+        #: the sources whose samples :meth:`arrival_ns` may move earlier (empty: none, the usual)
+        self.read_stamped = frozenset(p.name for p in plans if p.stamped_on_read and p.use_source_clock)
         self._quiet = any(s.row.casts_in_numpy for s in self._sources)
         if not self._drivers:
             raise ConfigError("at least one source must drive frame emission")
@@ -345,7 +351,7 @@ class TickScheduler:
             src.clocked = True
             clock = src.clock
             before = clock.reanchors
-            epoch, v = clock.observe(rx, st)
+            epoch, v = clock.observe(rx, st, self._closed_end)
             entry: _Pending = (src.clock_estimate, epoch, st, v, sample)
             if clock.reanchors != before:
                 c.reanchors += clock.reanchors - before
@@ -364,16 +370,33 @@ class TickScheduler:
             return
         src.pending.append(entry)
 
+    def arrival_ns(self, sample: Sample) -> int:
+        """The time to :meth:`advance` to before pushing ``sample``: its ``rx_ns``, except for a
+        source stamped on read (:attr:`SourcePlan.stamped_on_read`) whose own clock places the
+        sample more than a jitter window before it. Then at most that place plus the window:
+        bytes the daemon read late (it stalled, the port kept them) go where the source's clock
+        puts them, instead of closing their ticks first and piling up in one tick."""
+        rx = sample.rx_ns
+        st = sample.source_time_ns
+        if st is None or sample.source not in self.read_stamped:
+            return rx
+        off = self._by_name[sample.source].clock.offset_ns
+        if off is None:
+            return rx
+        latest = st + off + self._jitter_ns
+        return latest if latest < rx else rx
+
     def feed(self, intake: deque[Sample], place: Callable[[Sample], Sample] | None = None) -> None:
         """Take every sample of ``intake``, oldest first (emptying it), ``place(sample)`` first if
-        given (a :class:`SourceTimeline`'s): :meth:`advance` to its ``rx_ns`` with
+        given (a :class:`SourceTimeline`'s): :meth:`advance` to its :meth:`arrival_ns` with
         ``flush=False``, then :meth:`push` it. The live driver's loop, one call a batch; the
         advance is left out where it would only move the clock (before the wake time)."""
         popleft = intake.popleft
         push = self.push
+        stamped = self.read_stamped
         while intake:
             sample = popleft() if place is None else place(popleft())
-            rx = sample.rx_ns
+            rx = sample.rx_ns if not stamped else self.arrival_ns(sample)
             now = self._now
             if now is None or rx > now:
                 now = rx

@@ -67,14 +67,23 @@ class SourceClockMap:
         self._min_prev = None
         self._win_end = rx_ns + self.window_ns
 
-    def observe(self, rx_ns: int, src_ns: int) -> tuple[int, int]:
-        """Take one sample; return ``(epoch, v_ns)``."""
+    def observe(self, rx_ns: int, src_ns: int, open_from_ns: int | None = None) -> tuple[int, int]:
+        """Take one sample; return ``(epoch, v_ns)``.
+
+        ``open_from_ns``: the start of the earliest tick still open (None: none closed yet). A
+        sample more delayed than the jitter whose own time is still there is kept on the
+        mapping: the receiver held it up (a stalled daemon reading a serial port), the source
+        clock did not stop; placing it by arrival would pile a stall's fixes into one tick."""
         d = rx_ns - src_ns
         off = self.offset_ns
         j = self.jitter_ns
         if off is None:
             self._anchor(d, rx_ns)
-        elif src_ns < self._last_src - j or d < off - j or d - off > j:
+        elif (
+            src_ns < self._last_src - j
+            or d < off - j
+            or (d - off > j and (open_from_ns is None or src_ns + off < open_from_ns))
+        ):
             # Clock reset, jump, or a delay no jitter explains: start a new mapping.
             self._anchor(d, rx_ns)
             self.reanchors += 1

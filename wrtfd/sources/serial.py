@@ -51,6 +51,8 @@ __all__ = [
 
 log = logging.getLogger("wrtfd.sources.serial")
 
+#: The most bytes one read of a port takes (what a wake-up of the event loop hands on at once).
+SERIAL_READ_BYTES = 65536
 _PARITIES = {"N": serial.PARITY_NONE, "E": serial.PARITY_EVEN, "O": serial.PARITY_ODD}
 
 
@@ -153,6 +155,11 @@ class SerialLink:
         protocol = _Protocol(_data)
         loop = asyncio.get_running_loop()
         transport, _ = await serial_asyncio.connection_for_serial(loop, lambda: protocol, ser)
+        # pyserial-asyncio reads 1 KiB a wake-up. After a stall of the daemon the port holds
+        # more (the kernel's tty buffer, 4 KiB): read it in one go, so that the engine's next
+        # step has all of it (docs/timing.md, "A stalled daemon"). A bounded read all the same.
+        if hasattr(transport, "_max_read_size"):
+            transport._max_read_size = SERIAL_READ_BYTES
         link = cls(transport, protocol, device)
         return link
 
