@@ -164,14 +164,15 @@ def test_a_stalled_daemon_keeps_the_fixes_it_read_late(tmp_path: Path) -> None:
     finally:
         d.stop()
         device.close()
-    assert (counters["late"], counters["reanchors"]) == (0, 0), counters
+    sent = [round((T0 + timedelta(seconds=round(t_s, 2))).timestamp() * 1e6) for t_s, _ in epochs]
+    # A starved test process that wrote a fix later than a tick stays open made it late for any
+    # daemon: such fixes may be missing, and the clock re-anchored on them (said if so).
+    late = {t for t, (_, late_s) in zip(sent, device.lateness, strict=True) if late_s > TICK_JITTER_S}
+    if not late:
+        assert (counters["late"], counters["reanchors"]) == (0, 0), counters
     (recording,) = out.glob("*.wrtf")
     with Reader(recording) as r:
         recorded = r.frames(0)["gps"]["fix_time_utc_us"].tolist()
-    sent = [round((T0 + timedelta(seconds=round(t_s, 2))).timestamp() * 1e6) for t_s, _ in epochs]
     assert len(recorded) == len(set(recorded)), "a fix in two frames"
-    # Every fix the test's receiver wrote on time is in the file; a starved test process that
-    # wrote one later than a tick stays open makes it late for any daemon (said if so).
-    late = {t for t, (_, late_s) in zip(sent, device.lateness, strict=True) if late_s > TICK_JITTER_S}
     missing = sorted(set(sent) - set(recorded))
     assert set(missing) <= late, f"{len(missing)} fixes missing, {len(late)} written late by the test"
