@@ -320,3 +320,62 @@ def test_a_lost_fix_refines_the_crossings_before_it_and_memory_stays_bounded() -
     timer.finish()
     assert [lap.number for lap in timer.refined] == [1, 2, 4, 5]
     assert most <= REFINE_LAG_S * 25 + 10, most
+
+
+def _turned(frames: np.ndarray, scale: float, degrees: float) -> np.ndarray:
+    """The session's frames with the receiver's velocity scaled and turned (a copy)."""
+    out = frames.copy()
+    gps = out["gps"]
+    ve, vn = gps["vel_e_mps"].astype(np.float64), gps["vel_n_mps"].astype(np.float64)
+    a = math.radians(degrees)
+    gps["vel_e_mps"] = scale * (ve * math.cos(a) - vn * math.sin(a))
+    gps["vel_n_mps"] = scale * (ve * math.sin(a) + vn * math.cos(a))
+    return out
+
+
+@pytest.mark.parametrize("smooth", [False, True])
+@pytest.mark.parametrize(("scale", "degrees"), [(1.2, 0.0), (0.8, 0.0), (1.0, 10.0)])
+def test_a_velocity_wrong_all_the_time_is_dropped_and_the_laps_timed_from_the_fixes(
+    scale: float, degrees: float, smooth: bool
+) -> None:
+    """A receiver whose velocity is 20 % off, or turned 10 degrees, led the filter (which
+    trusts NAV-PVT's velocity to 3 cm/s) far from the fixes: before, every lap was lost (or
+    timed 1.2 s off). Now the filter's mean disagreement with the fixes restarts it, and after
+    three restarts the velocity is ignored for the session: the lap in progress then is
+    abandoned (it was timed from a filter led astray), the later ones are exactly the laps of the
+    same fixes without any velocity, live and after the session alike."""
+    frames, times, drive = _session(10, 0)
+    circuit = circuit_from_track(load_track(ROAD))
+    laps, plug = gnss_session_laps(_turned(frames, scale, degrees), times, circuit, smooth=smooth)
+    assert plug.timer is not None and plug.timer.velocity_ignored
+    no_velocity = frames.copy()
+    no_velocity["gps"]["vel_e_mps"] = no_velocity["gps"]["vel_n_mps"] = np.nan
+    reference, _ = gnss_session_laps(no_velocity, times, circuit, smooth=smooth)
+    assert [lap.number for lap in laps] == [2, 3, 4, 5]
+    assert [lap.time_s for lap in laps] == [lap.time_s for lap in reference[1:]]
+    for lap in laps:  # the fixes alone at 10 Hz with 1 m of noise (docs/circuits.md)
+        assert abs(lap.time_s - drive.laps[lap.number - 1].time_s) < 0.1
+
+
+@pytest.mark.parametrize(("scale", "degrees"), [(1.05, 0.0), (1.1, 0.0), (1.0, 3.0)])
+def test_a_velocity_a_little_off_is_kept(scale: float, degrees: float) -> None:
+    """A few % or degrees off moves the filter along the track, where both lines of a lap move
+    alike: the laps were timed before, and the velocity is kept (the same laps as before)."""
+    frames, times, _ = _session(10, 0)
+    circuit = circuit_from_track(load_track(ROAD))
+    laps, plug = gnss_session_laps(_turned(frames, scale, degrees), times, circuit, smooth=False)
+    assert plug.timer is not None
+    assert (plug.timer.velocity_ignored, plug.timer.velocity_restarts, len(laps)) == (False, 0, 5)
+
+
+@pytest.mark.parametrize("noise_m", [1.0, 3.0])
+@pytest.mark.parametrize("rate_hz", [10, 25])
+def test_a_right_velocity_is_never_taken_for_a_wrong_one(rate_hz: int, noise_m: float) -> None:
+    """White noise of any size averages out of the filter's mean disagreement with the fixes:
+    over 4 sessions of 5 laps the filter never restarted on the velocity."""
+    circuit = circuit_from_track(load_track(ROAD))
+    for seed in (0, 1, 2, 3):
+        frames, times, _ = _session(rate_hz, seed, noise_m)
+        laps, plug = gnss_session_laps(frames, times, circuit, smooth=False)
+        assert plug.timer is not None
+        assert (plug.timer.velocity_restarts, len(laps)) == (0, 5), seed

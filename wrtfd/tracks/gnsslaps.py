@@ -30,6 +30,7 @@ needs; each lap's (distance, time) trace is kept for the best and the last lap. 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
@@ -102,6 +103,54 @@ class PlaneLine:
 
 #: What a velocity may change between two fixes beyond ``max_accel_mps2`` (the receivers' noise).
 VELOCITY_SLACK_MPS = 2.0
+
+#: The fixes' mean disagreement with the filter's prediction (an exponential average over
+#: :data:`BIAS_TIME_S`) beyond which the velocity is wrong (a bias, a turned course) and the
+#: filter starts again at the fix. Noise averages out of the mean (3 m of white noise at 10 Hz:
+#: about 0.5 m). A filter a few metres off along the track still times laps (both lines move
+#: alike): the limit is where laps were lost, measured in docs/circuits.md.
+BIAS_LIMIT_M = 25.0
+BIAS_TIME_S = 2.0
+#: After this many such restarts within :data:`WRONG_VELOCITY_WINDOW_S` the receiver's velocity
+#: is wrong all the time: it is ignored for the rest of the session (the fixes alone).
+WRONG_VELOCITY_RESTARTS = 3
+WRONG_VELOCITY_WINDOW_S = 60.0
+
+
+class _WrongVelocity:
+    """Watches the filter's innovations for a velocity that disagrees with the fixes (their
+    mean, not their size: noise of any size averages out) and decides when to stop using it.
+    The live filter and :meth:`GnssLapTimer.smooth` each keep one, fed alike, so both decide at
+    the same fix (docs/circuits.md, "How laps are timed")."""
+
+    __slots__ = ("ignored", "mx", "my", "restarts", "times")
+
+    def __init__(self) -> None:
+        self.times: deque[float] = deque()
+        self.ignored = False
+        self.restarts = 0
+        self.mx = self.my = 0.0
+
+    def clear(self) -> None:
+        """The filter started again (a jump, a lost fix, a missing velocity): a new average."""
+        self.mx = self.my = 0.0
+
+    def wrong(self, t: float, dt: float, ex: float, ey: float) -> bool:
+        """Take a linked step's innovation; True: the velocity is wrong, start again at the fix."""
+        a = min(1.0, dt / BIAS_TIME_S)
+        mx = self.mx = self.mx + a * (ex - self.mx)
+        my = self.my = self.my + a * (ey - self.my)
+        if mx * mx + my * my <= BIAS_LIMIT_M * BIAS_LIMIT_M:
+            return False
+        self.mx = self.my = 0.0
+        self.restarts += 1
+        times = self.times
+        times.append(t)
+        while times[0] < t - WRONG_VELOCITY_WINDOW_S:
+            times.popleft()
+        if len(times) >= WRONG_VELOCITY_RESTARTS:
+            self.ignored = True
+        return True
 
 
 def _velocity(
@@ -323,6 +372,11 @@ class GnssLapTimer:
             self.pit.reset()
         self._buf = _FilterBuffer()
         self._shifts: dict[int, tuple[float, float]] = {}  # refined lap: (time, distance) shift
+        self._wrong_velocity = _WrongVelocity()
+        #: Where :meth:`smooth` stopped using the velocity (the fix's time), for :meth:`update`
+        #: with estimates; whether the lap in progress there has been abandoned.
+        self._dropped_at: float | None = None
+        self._velocity_dropped = False
         self._crossings: list[_Crossing] = []  # waiting for their refinement, oldest first
         self._pending: list[_PendingLap] = []  # timed at the line, waiting for their end crossing
         self._restart()
@@ -336,6 +390,7 @@ class GnssLapTimer:
         self._est = (0.0, 0.0)
         self._vel: tuple[float, float] | None = None
         self._p = self.r
+        self._wrong_velocity.clear()
         self._odo = 0.0
         self._lap_start_t: float | None = None
         self._lap_start_odo = 0.0
@@ -364,7 +419,8 @@ class GnssLapTimer:
 
         ``estimate``: the position is already an estimate (:meth:`smooth`), not filtered again.
         """
-        vel = _velocity(v_east, v_north, self.max_speed_mps)
+        dropped = self._wrong_velocity.ignored or (self._dropped_at is not None and t > self._dropped_at)
+        vel = None if dropped else _velocity(v_east, v_north, self.max_speed_mps)
         if self._session_t0 is None:
             self._session_t0 = t
         completed: Lap | None = None
@@ -372,7 +428,11 @@ class GnssLapTimer:
             self._begin(t, x, y, vel)
         elif t > self._t:
             dt = t - self._t
-            if self._restarts(t, dt, x, y, self._raw):
+            # the fix after the velocity was found wrong all the time: the lap in progress was
+            # timed from a filter led astray, and is abandoned as after a jump
+            drop_now = dropped and not self._velocity_dropped
+            if drop_now or self._restarts(t, dt, x, y, self._raw):
+                self._velocity_dropped |= drop_now
                 self.resets += 1
                 self._restart()
                 self._begin(t, x, y, vel)
@@ -425,14 +485,24 @@ class GnssLapTimer:
             px = x0 + 0.5 * (va[0] + vb[0]) * dt
             py = y0 + 0.5 * (va[1] + vb[1]) * dt
             p = self._p + (self.sigma_v * dt) ** 2
-            k = p / (p + self.r)
-            x1, y1 = px + k * (x - px), py + k * (y - py)
-            self._p = (1.0 - k) * p
-            step = 0.5 * (math.hypot(*va) + math.hypot(*vb)) * dt
-            linked = True
+            ex, ey = x - px, y - py
+            if not self._wrong_velocity.wrong(t, dt, ex, ey):
+                k = p / (p + self.r)
+                x1, y1 = px + k * ex, py + k * ey
+                self._p = (1.0 - k) * p
+                linked = True
+            else:  # the velocity is wrong: the filter starts again at the fix
+                px, py, p = x, y, self.r
+                x1, y1 = x, y
+                self._p = self.r
         else:
             x1, y1 = x, y
             self._p = self.r
+            self._wrong_velocity.clear()
+        if linked:
+            assert va is not None and vb is not None
+            step = 0.5 * (math.hypot(*va) + math.hypot(*vb)) * dt
+        elif not estimate:
             step = math.hypot(x1 - x0, y1 - y0)
         t0 = self._t
         assert t0 is not None
@@ -644,6 +714,8 @@ class GnssLapTimer:
         p_p = np.full(n, self.r)  # predicted variance
         before = np.full(n, -1)  # the fix each one was predicted from (-1: the filter began there)
         last = -1
+        wrong = _WrongVelocity()  # as the live filter's
+        self._dropped_at = None
         for k in range(n):
             if last >= 0 and ts[k] <= ts[last]:
                 continue
@@ -653,22 +725,39 @@ class GnssLapTimer:
             dt = ts[k] - ts[prev]
             top = self.max_speed_mps
             va, vb = _velocity(ve[prev], vn[prev], top), _velocity(ve[k], vn[k], top)
-            if va is None or vb is None or not self._steady(va, vb, dt):
+            if wrong.ignored or va is None or vb is None or not self._steady(va, vb, dt):
+                wrong.clear()
                 continue
             if self._restarts(ts[k], dt, xs[k], ys[k], (xs[prev], ys[prev])):
+                wrong.clear()
                 continue
-            px[k] = fx[prev] + 0.5 * (va[0] + vb[0]) * dt
-            py[k] = fy[prev] + 0.5 * (va[1] + vb[1]) * dt
-            p_p[k] = p = p_f[prev] + (self.sigma_v * dt) ** 2
+            x_p = fx[prev] + 0.5 * (va[0] + vb[0]) * dt
+            y_p = fy[prev] + 0.5 * (va[1] + vb[1]) * dt
+            p = p_f[prev] + (self.sigma_v * dt) ** 2
+            ex, ey = xs[k] - x_p, ys[k] - y_p
+            if wrong.wrong(float(ts[k]), float(dt), float(ex), float(ey)):
+                if wrong.ignored:  # from the next fix on, as :meth:`update` will
+                    self._dropped_at = float(ts[k])
+                continue  # the velocity is wrong: the filter begins again at this fix
             g = p / (p + self.r)
-            fx[k] = px[k] + g * (xs[k] - px[k])
-            fy[k] = py[k] + g * (ys[k] - py[k])
-            p_f[k] = (1.0 - g) * p
+            fx[k], fy[k], p_f[k] = x_p + g * ex, y_p + g * ey, (1.0 - g) * p
+            px[k], py[k], p_p[k] = x_p, y_p, p
             before[k] = prev
         sx, sy = _rts(fx, fy, p_f, px, py, p_p, before.tolist())
         return np.asarray(sx, dtype=np.float64), np.asarray(sy, dtype=np.float64)
 
     # --- results ----------------------------------------------------------------------------------
+
+    @property
+    def velocity_ignored(self) -> bool:
+        """The receiver's velocity disagreed with its fixes again and again: this session's
+        laps are timed from the fixes alone (found by the live filter, or by :meth:`smooth`)."""
+        return self._wrong_velocity.ignored or self._dropped_at is not None
+
+    @property
+    def velocity_restarts(self) -> int:
+        """Restarts of the live filter on a velocity that disagreed with the fixes, this session."""
+        return self._wrong_velocity.restarts
 
     @property
     def best_lap(self) -> Lap | None:
