@@ -26,7 +26,7 @@ from wrtfd.tracks import load_track
 from wrtfd.tracks.circuit import circuit_from_track
 from wrtfd.tracks.geodesy import track_plane
 from wrtfd.tracks.geometry import LanePath
-from wrtfd.tracks.gnsslaps import GnssLapChannels, gnss_session_laps
+from wrtfd.tracks.gnsslaps import VELOCITY_DROPPED, GnssLapChannels, gnss_session_laps
 from wrtfd.tracks.laps import Lap, timing_sectors
 
 ROAD = Path(__file__).resolve().parents[2] / "config" / "tracks" / "road.trk"
@@ -346,8 +346,16 @@ def test_a_velocity_wrong_all_the_time_is_dropped_and_the_laps_timed_from_the_fi
     same fixes without any velocity, live and after the session alike."""
     frames, times, drive = _session(10, 0)
     circuit = circuit_from_track(load_track(ROAD))
-    laps, plug = gnss_session_laps(_turned(frames, scale, degrees), times, circuit, smooth=smooth)
+    told: list[tuple[str, str]] = []  # what the daemon's journal is told (a source line)
+    laps, plug = gnss_session_laps(
+        _turned(frames, scale, degrees),
+        times,
+        circuit,
+        smooth=smooth,
+        on_pick=lambda c, how: told.append((c.name, how)),
+    )
     assert plug.timer is not None and plug.timer.velocity_ignored
+    assert told == [(circuit.name, VELOCITY_DROPPED)] and plug.live()["velocity_ignored"] is True
     no_velocity = frames.copy()
     no_velocity["gps"]["vel_e_mps"] = no_velocity["gps"]["vel_n_mps"] = np.nan
     reference, _ = gnss_session_laps(no_velocity, times, circuit, smooth=smooth)
@@ -364,7 +372,7 @@ def test_a_velocity_a_little_off_is_kept(scale: float, degrees: float) -> None:
     frames, times, _ = _session(10, 0)
     circuit = circuit_from_track(load_track(ROAD))
     laps, plug = gnss_session_laps(_turned(frames, scale, degrees), times, circuit, smooth=False)
-    assert plug.timer is not None
+    assert plug.timer is not None and plug.live()["velocity_ignored"] is False
     assert (plug.timer.velocity_ignored, plug.timer.velocity_restarts, len(laps)) == (False, 0, 5)
 
 

@@ -115,6 +115,12 @@ BIAS_TIME_S = 2.0
 #: is wrong all the time: it is ignored for the rest of the session (the fixes alone).
 WRONG_VELOCITY_RESTARTS = 3
 WRONG_VELOCITY_WINDOW_S = 60.0
+#: What the plug-in's listeners are told then (the journal: "source gps: circuit NAME ...").
+VELOCITY_DROPPED = (
+    f"timed from the fixes alone for the rest of the session: the receiver's velocity led the "
+    f"filter {BIAS_LIMIT_M:.0f} m from them {WRONG_VELOCITY_RESTARTS} times within "
+    f"{WRONG_VELOCITY_WINDOW_S:.0f} s (the lap in progress is not timed)"
+)
 
 
 class _WrongVelocity:
@@ -867,7 +873,8 @@ class GnssLapChannels:
         self.candidates = list(candidates)
         self.pick_m = pick_m
         #: Called with a circuit taken while recording and how: ``"picked, 0.2 km from the first
-        #: fix"`` or ``"laid across the car's heading by a mark"``.
+        #: fix"`` or ``"laid across the car's heading by a mark"``; and once a session when the
+        #: receiver's velocity is dropped (:attr:`GnssLapTimer.velocity_ignored`).
         self.pick_listeners: list[Callable[[Circuit, str], None]] = [on_pick] if on_pick else []
         self._line_request: float | None = None
         #: Markers to write into the recording, ``(session time s, note)``: a laid line
@@ -981,6 +988,7 @@ class GnssLapChannels:
         self.final_laps: list[Lap] = []
         self._refined_seen = 0
         self._waiting: dict[int, tuple[int, float]] = {}  # lap number: (index in laps, offset)
+        self._velocity_told = False
         self._last: LapState | None = None
         self._last_key: tuple[float, float, float] | None = None
         self._offset: float | None = None
@@ -1019,6 +1027,9 @@ class GnssLapChannels:
         x, y = self.plane.to_xy(lat, lon) if estimate is None else estimate
         timer = self.timer
         st = timer.update(t_fix, float(x), float(y), v_east, v_north, estimate=estimate is not None)
+        if timer.velocity_ignored and not self._velocity_told and self.circuit is not None:
+            self._velocity_told = True
+            self._tell(self.circuit, VELOCITY_DROPPED)
         if st.completed is not None:
             lap = st.completed
             shown = replace(lap, start_s=lap.start_s + self._offset, end_s=lap.end_s + self._offset)
@@ -1174,6 +1185,7 @@ class GnssLapChannels:
             "last": lap(self.laps[-1] if self.laps else None),
             "best": lap(self.best_lap),
             "circuit": self.circuit.name if self.circuit is not None else None,
+            "velocity_ignored": self.timer is not None and self.timer.velocity_ignored,
             "reference": None
             if ref is None
             else {"number": ref.number, "time_s": round(ref.lap_time_s, 3), "origin": ref.origin},
