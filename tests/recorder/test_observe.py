@@ -35,6 +35,12 @@ class Collect:
         self.threads.add(threading.current_thread().name)
 
 
+class Unwatched(Collect):
+    def __init__(self) -> None:
+        super().__init__()
+        self.wants_frames = False
+
+
 class Broken:
     calls = 0
 
@@ -100,6 +106,12 @@ async def test_no_observer_no_copy(out_dir: Path) -> None:
     hub.add(frames_too)
     assert hub.wants_frames
     hub.remove(frames_too)
+    unwatched = Unwatched()  # a frame observer with nobody behind it for now (a page, a client)
+    hub.add(unwatched)
+    assert not hub.wants_frames
+    unwatched.wants_frames = True
+    assert hub.wants_frames
+    hub.remove(unwatched)
     hub.remove(events_only)
     assert not hub.wants_frames
     live = LiveRecorder([GAME], _policy(out_dir), hub=hub, group="g")

@@ -184,6 +184,11 @@ class FoxgloveLive:
 
     # --- the observer (recorder's thread: return at once) -------------------------------------
 
+    @property
+    def wants_frames(self) -> bool:
+        """No client subscribed, no frames: the recorder copies none for the server."""
+        return self._watched
+
     def notify(self, item: RecordingEvent | LiveFrames) -> None:
         if isinstance(item, SessionStarted):
             # Counted even unwatched, so a client that comes later sees the right number.

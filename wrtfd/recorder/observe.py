@@ -209,7 +209,9 @@ class ObserverHub:
     """Fans items out to observers; thread-safe; an observer that raises is removed.
 
     An observer added with ``frames=False`` (the journal) gets the events only: it does not make
-    the recorder copy every frame block for :class:`LiveFrames`.
+    the recorder copy every frame block for :class:`LiveFrames`. A frame observer may say, with a
+    ``wants_frames`` attribute, that it takes none for now (the status page with no page open, the
+    Foxglove server with no client): no copy is made for it meanwhile.
     """
 
     def __init__(self) -> None:
@@ -220,8 +222,8 @@ class ObserverHub:
 
     @property
     def wants_frames(self) -> bool:
-        """Any observer of frames (copying frames is skipped when none listens)."""
-        return bool(self._frame_observers)
+        """Any observer of frames that takes them now (copying frames is skipped otherwise)."""
+        return any(getattr(o, "wants_frames", True) for o in self._frame_observers)
 
     def add(self, observer: Observer, *, frames: bool = True) -> None:
         with self._lock:

@@ -22,6 +22,7 @@ from wrtfd.recorder.observe import (
     LapCompleted,
     LiveFrames,
     MarkerAdded,
+    ObserverHub,
     RecordingEvent,
     SessionEnded,
     SessionStarted,
@@ -61,8 +62,12 @@ def test_view_turns_frames_into_values_traces_and_events() -> None:
     frames["forza"]["engine_rpm"] = np.nan  # stale: shown as nothing, never NaN in JSON
     item = LiveFrames("forza", schema, frames, 1_000_000 + np.arange(30) * 16_667)
     view.notify(item)
-    assert view.take()["groups"] == {}  # nobody listens: frames are not even kept
+    assert view.take()["groups"] == {}  # nobody listens: frames are not even kept ...
+    hub = ObserverHub()
+    hub.add(view)
+    assert not hub.wants_frames  # ... nor copied for the view by the recorder
     view.active = True
+    assert hub.wants_frames
     view.notify(item)
     view.notify(MarkerAdded("forza", 12, 1_700_000_000_000_000, "oil"))
     update = view.take()

@@ -234,6 +234,11 @@ class LiveView:
         #: False while no page listens: frames are not even looked at.
         self.active = False
 
+    @property
+    def wants_frames(self) -> bool:
+        """No page, no frames: the recorder copies none for this view (:class:`ObserverHub`)."""
+        return self.active
+
     def notify(self, item: RecordingEvent | LiveFrames) -> None:
         if isinstance(item, LiveFrames):
             if not self.active:
