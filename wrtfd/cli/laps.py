@@ -97,7 +97,8 @@ def _run(args: argparse.Namespace) -> int:
         indices = range(len(r.sessions)) if args.session is None else [args.session]
         for i in indices:
             frames = r.frames(i)
-            found_laps = time_session(r, i, timing).laps
+            timed = time_session(r, i, timing)
+            found_laps = timed.laps
             laps: list[dict[str, Any]] = [
                 {
                     "lap": lap.number,
@@ -131,6 +132,7 @@ def _run(args: argparse.Namespace) -> int:
                     "best_lap_s": best["time_s"] if best else None,
                     "markers": markers,
                     "theoretical_best_s": theoretical,
+                    "velocity_ignored": timed.velocity_ignored,
                 }
             )
     if args.json:
@@ -151,6 +153,11 @@ def _run(args: argparse.Namespace) -> int:
     for sess in result:
         laps = sess["laps"]
         out.write(f"session {sess['session']}: {len(laps)} complete lap(s)\n")
+        if sess["velocity_ignored"]:
+            out.write(
+                "  the receiver's velocity disagreed with its fixes again and again: laps timed from"
+                " the fixes alone, the lap in progress then not timed (docs/circuits.md)\n"
+            )
         for m in sess["markers"]:
             where = (
                 f"lap {m['lap']} +{format_lap_time(m['lap_s'])}" if m["lap"] is not None else "not in a lap"

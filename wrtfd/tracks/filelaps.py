@@ -47,6 +47,9 @@ class TimedSession:
     #: distance from the line, m; None for GNSS laps unless asked (``per_frame``).
     lap_number: npt.NDArray[np.int64] | None
     lap_distance_m: npt.NDArray[np.float64] | None
+    #: GNSS laps timed from the fixes alone after the receiver's velocity was found wrong all
+    #: the time (:attr:`~wrtfd.tracks.gnsslaps.GnssLapTimer.velocity_ignored`).
+    velocity_ignored: bool = False
 
 
 def file_timing(
@@ -78,13 +81,14 @@ def time_session(reader: Reader, i: int, timing: FileTiming, *, per_frame: bool 
     frames = reader.frames(i)
     times = (reader.frame_times_us(i) - reader.sessions[i].time_base_us) / 1e6
     if timing.circuit is not None:
-        laps, _ = gnss_session_laps(frames, times, timing.circuit, source=timing.source)
+        laps, plug = gnss_session_laps(frames, times, timing.circuit, source=timing.source)
+        ignored = plug.timer is not None and plug.timer.velocity_ignored
         if not per_frame:
-            return TimedSession(list(laps), None, None)
+            return TimedSession(list(laps), None, None, ignored)
         from wrtfd.tracks.gnssanalysis import gnss_session_analysis
 
         each = gnss_session_analysis(frames, times, timing.circuit, source=timing.source)
-        return TimedSession(list(laps), each.lap_number, each.lap_distance_m)
+        return TimedSession(list(laps), each.lap_number, each.lap_distance_m, ignored)
     if timing.track is None and "laps" not in (frames.dtype.names or ()) and has_gnss(frames, timing.source):
         raise TrackError(
             "this GNSS recording has no lap channels and no known circuit near its first fix;"
