@@ -286,6 +286,8 @@ def main() -> int:
     sources = snap["sources"]
     recorder = snap["recorder"]
     assert isinstance(sources, dict) and isinstance(recorder, dict)
+    # samples the scheduler dropped as late: work the recording daemon did not do (and data lost)
+    late = sum(c["late"] for c in recorder["per_source"].values())
     over_idle = pct["recording"] - pct["idle"]
     print(
         f"wrtfd daemon CPU, {window_s:.0f} s window, Forza 60 Hz + F1 2023 60 Hz (5 packets/frame), loopback"
@@ -293,7 +295,7 @@ def main() -> int:
     print(
         f"datagrams per target: {sent[0] if sent else 0}; recording daemon received "
         f"forza={sources['forza']['received']} f1={sources['f1']['received']} "
-        f"dropped={sources['forza']['dropped_total'] + sources['f1']['dropped_total']}; "
+        f"dropped={sources['forza']['dropped_total'] + sources['f1']['dropped_total']} late={late}; "
         f"frames={recorder['frames']}; files={len(files)}"
     )
     print()
