@@ -73,7 +73,7 @@ class SourceSpec:
     drives_frames: bool = True
     stale_after_s: float | None = None
     use_source_clock: bool = True
-    #: Its receive times are read times (serial, TCP), not arrival times (:class:`SourcePlan`).
+    #: Its receive times are read times (a serial port), not arrival times (:class:`SourcePlan`).
     stamped_on_read: bool = False
     #: Session info keys the source reports shortly after a session starts (a game that names
     #: its track in a packet of its own): a new session's header waits for them (``info_wait_s``).

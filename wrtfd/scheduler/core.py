@@ -63,7 +63,7 @@ class SourcePlan:
     drives_frames: bool = True
     stale_after_s: float | None = None
     use_source_clock: bool = True
-    #: Its ``rx_ns`` is when the daemon read the bytes (a serial port, a TCP stream), not when
+    #: Its ``rx_ns`` is when the daemon read the bytes (a serial port), not when
     #: they arrived: after a stall of the daemon it is late, and the source's own clock is the
     #: better time (see :meth:`TickScheduler.arrival_ns`).
     stamped_on_read: bool = False
