@@ -259,6 +259,26 @@ def test_a_line_laid_by_a_mark_times_the_next_laps() -> None:
     assert plug.circuit is not None and plug.file_metadata()["Circuit"] == plug.circuit.name
 
 
+def test_a_laid_line_is_the_one_the_file_keeps() -> None:
+    """The line laid live is the one its marker keeps (ends rounded to 7 decimals), so the name
+    and the laps live are what ``wrtfd laps`` reads back from the file. Before, the live name came
+    from the unrounded line, and where its middle sat near a rounding boundary the last digit
+    differed (a track-day test failed once that way: 44.90000 live, 44.89999 read back)."""
+    from wrtfd.tracks.circuit import laid_circuit
+    from wrtfd.tracks.gnsslaps import GnssLapChannels
+
+    rng = np.random.default_rng(7)
+    for lat, lon in zip(rng.uniform(-60.0, 60.0, 300), rng.uniform(-170.0, 170.0, 300), strict=True):
+        plug = GnssLapChannels(None, source="gps")
+        plug.feed(0.0, float(lat), float(lon), 0.0, 10.0, 0.0)
+        plug.request_line(30.0)
+        plug.feed(0.1, float(lat), float(lon) + 1e-5, 0.1, 10.0, 0.0)  # driving east
+        ((_, note),) = plug.take_marks()
+        kept = laid_circuit([note])
+        assert kept is not None and plug.circuit is not None
+        assert (plug.circuit.name, plug.circuit.start) == (kept.name, kept.start)
+
+
 def test_plugin_rows_and_frames_without_a_fix() -> None:
     """The recorder's plug-in over frame rows (the nmea/ubx field names): frames repeating a fix
     hold it, and frames saying "no fix" (fix_mode 1) are not fixes, whatever position they carry

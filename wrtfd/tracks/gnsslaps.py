@@ -46,8 +46,8 @@ from wrtfd.tracks.circuit import (
     CircuitLine,
     circuit_metadata,
     circuits_in,
+    laid_circuit,
     laid_line_note,
-    laid_name,
     line_across,
     pick_circuit,
 )
@@ -955,10 +955,13 @@ class GnssLapChannels:
         if math.hypot(hx, hy) < 0.5:
             return False  # not moving: wait for a fix that tells the heading
         self._line_request = None
-        line = line_across(plane, float(px) / 2.0, float(py) / 2.0, hx, hy, width)
-        circuit = Circuit(laid_name(line), line, direction="right")
+        note = laid_line_note(line_across(plane, float(px) / 2.0, float(py) / 2.0, hx, hy, width))
+        # the line as the file keeps it (its marker's rounded ends): the same name and the same
+        # laps live as `wrtfd laps` finds afterwards (unrounded, a name's last digit could differ)
+        circuit = laid_circuit([note])
+        assert circuit is not None  # a note of a line just laid always reads back
         self.use(circuit)
-        self._marks.append((time_s, laid_line_note(line)))
+        self._marks.append((time_s, note))
         assert self.timer is not None and self.plane is not None
         x0, y0 = self.plane.to_xy(prev[1], prev[2])
         self.timer.update(prev[0], float(x0), float(y0), prev[3], prev[4])
