@@ -82,7 +82,7 @@ def time_session(reader: Reader, i: int, timing: FileTiming, *, per_frame: bool 
     times = (reader.frame_times_us(i) - reader.sessions[i].time_base_us) / 1e6
     if timing.circuit is not None:
         laps, plug = gnss_session_laps(frames, times, timing.circuit, source=timing.source)
-        ignored = plug.timer is not None and plug.timer.velocity_ignored
+        ignored = plug.velocity_ignored
         if not per_frame:
             return TimedSession(list(laps), None, None, ignored)
         from wrtfd.tracks.gnssanalysis import gnss_session_analysis

@@ -148,7 +148,7 @@ class _WrongVelocity:
         my = self.my = self.my + a * (ey - self.my)
         if mx * mx + my * my <= BIAS_LIMIT_M * BIAS_LIMIT_M:
             return False
-        self.mx = self.my = 0.0
+        self.clear()  # the filter starts again
         self.restarts += 1
         times = self.times
         times.append(t)
@@ -1164,6 +1164,11 @@ class GnssLapChannels:
         """The fastest lap not through the pit lane (an in- or out-lap is never the best)."""
         return min(racing_laps(self.laps), key=lambda lap: lap.time_s, default=None)
 
+    @property
+    def velocity_ignored(self) -> bool:
+        """This session's laps are timed from the fixes alone (:attr:`GnssLapTimer.velocity_ignored`)."""
+        return self.timer is not None and self.timer.velocity_ignored
+
     def live(self) -> dict[str, Any]:
         """The last and the best completed lap with sector times (for the live page); ``pit``
         on a lap through the pit lane (``"in"``, ``"out"``, ``"in-out"``)."""
@@ -1188,7 +1193,7 @@ class GnssLapChannels:
             "last": lap(self.laps[-1] if self.laps else None),
             "best": lap(self.best_lap),
             "circuit": self.circuit.name if self.circuit is not None else None,
-            "velocity_ignored": self.timer is not None and self.timer.velocity_ignored,
+            "velocity_ignored": self.velocity_ignored,
             "reference": None
             if ref is None
             else {"number": ref.number, "time_s": round(ref.lap_time_s, 3), "origin": ref.origin},
